@@ -1,0 +1,1 @@
+"""The ``provision`` command line: parses arguments, calls the workflow, maps errors to exit codes."""
