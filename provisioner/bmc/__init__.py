@@ -1,0 +1,1 @@
+"""BMC control: power, boot and virtual media interfaces, and their Redfish implementation."""

@@ -1,0 +1,1 @@
+"""Installer backends behind one interface: embedded (dnsmasq/iPXE/HTTP) and MAAS."""

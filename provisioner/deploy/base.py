@@ -1,0 +1,93 @@
+"""The interface every deploy backend implements, and the registry that picks one by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from provisioner.bmc.base import BMC
+    from provisioner.inventory.model import Host, Site
+
+DeployMethod = Literal["image", "autoinstall"]
+
+# Called by a backend as a host moves through its phases, e.g. ("gpu-r01-u02", "pxe", "booting
+# deploy ramdisk"); the workflow turns these into progress lines, timings and state events.
+ProgressFn = Callable[[str, str, str], None]
+
+
+@dataclass
+class DeployRequest:
+    """Everything a backend needs to install one host."""
+
+    host: Host
+    mac: str  # provisioning MAC, discovered over Redfish
+    method: DeployMethod = "image"
+    bmc: BMC | None = None  # the embedded backend drives power/boot itself; MAAS drives its own
+    attempt: int = 1
+    timeout_s: float = 1800.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DeployOutcome:
+    """How one host's deploy ended."""
+
+    host: str
+    ok: bool
+    reason: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    log: str = ""
+
+
+class DeployBackend(ABC):
+    """Installs an OS on hosts. Thread-safe: ``deploy`` is called from several workers at once."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
+        """Start services and allow exactly these hosts to boot (unknown MACs get nothing)."""
+
+    @abstractmethod
+    def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
+        """Install one host and return when it runs its new OS from disk, or failed."""
+
+    @abstractmethod
+    def release(self, request: DeployRequest, *, erase: bool = False) -> None:
+        """Make a deployed host ready for a re-install (MAAS: release). Never erases data disks."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop what ``prepare`` started."""
+
+
+_REGISTRY: dict[str, type[DeployBackend]] = {}
+
+
+def register_backend(cls: type[DeployBackend]) -> type[DeployBackend]:
+    """Class decorator: make a backend selectable by its ``name`` in the site file."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def backend_class(name: str) -> type[DeployBackend]:
+    """Return the backend class registered under ``name``."""
+    # Import the built-in backends lazily so that their heavy dependencies load only when used.
+    import importlib
+
+    for mod in ("provisioner.deploy.embedded", "provisioner.deploy.maas"):
+        try:
+            importlib.import_module(mod)
+        except ImportError as exc:  # pragma: no cover - only when a backend package is broken
+            raise RuntimeError(f"deploy backend module {mod} failed to import: {exc}") from exc
+    if name not in _REGISTRY:
+        from provisioner.exceptions import InputError
+
+        raise InputError(
+            f"unknown deploy backend {name!r}",
+            hint=f"set settings.deploy_backend to one of: {', '.join(sorted(_REGISTRY))}",
+        )
+    return _REGISTRY[name]
