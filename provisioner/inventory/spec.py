@@ -1,0 +1,254 @@
+"""The schema of a site file (inventory/<site>/site.yml), as pydantic models.
+
+These models describe what a user writes. :mod:`provisioner.inventory.model` holds the resolved
+site (templates expanded, defaults applied, addresses planned) that the rest of the code uses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+MAC_PREFIX_RE = re.compile(r"^([0-9a-f]{2}:){0,5}[0-9a-f]{2}$")
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+Vendor = Literal["generic", "dell", "hpe", "supermicro", "lenovo", "nvidia"]
+
+
+def normalise_mac(value: str) -> str:
+    """Lower-case, colon-separated; accepts ``-`` and ``.`` separated forms."""
+    v = value.strip().lower().replace("-", ":")
+    if "." in v:  # Cisco style aabb.ccdd.eeff
+        raw = v.replace(".", "")
+        v = ":".join(raw[i : i + 2] for i in range(0, len(raw), 2))
+    return v
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors: a typo in a site file must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(Strict):
+    """Where a secret lives: an environment variable, a file outside the repo, or Ansible Vault."""
+
+    env: str | None = None
+    file: str | None = None
+    vault: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretRef:
+        sources = [s for s in ("env", "file", "vault") if getattr(self, s)]
+        if len(sources) != 1:
+            raise ValueError("give exactly one of env, file or vault")
+        if self.vault and not self.key:
+            raise ValueError("a vault reference needs `key`: the name of the entry in the vault")
+        return self
+
+
+class CredentialSpec(Strict):
+    """A named credentials reference: user name plus where the password lives."""
+
+    username: str
+    password: SecretRef
+
+
+class NetworkSpec(Strict):
+    """A network of the site, planned by netaddr."""
+
+    cidr: str
+    gateway: str | None = None
+    reserved: list[str] = Field(default_factory=list)  # "a.b.c.d", "a.b.c.d-a.b.c.e" or a CIDR
+    dns: list[str] = Field(default_factory=list)
+    vlan: int | None = None
+    mtu: int | None = None
+    # Addresses per rack in the plan: host address = pool[(rack.index-1)*rack_stride + (u-1)].
+    # Fixed per network so that adding a host or a rack never renumbers anyone.
+    rack_stride: int = Field(default=64, ge=1)
+    planned: bool = True  # False: addresses only where pinned (e.g. a BMC network run by DHCP)
+
+
+class NicRule(Strict):
+    """How to pick the provisioning NIC among the ports the BMC reports."""
+
+    port_id: str | None = None
+    name: str | None = None
+    mac_prefix: str | None = None
+    rule: Literal["first-onboard-up"] | None = None
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> NicRule:
+        given = [k for k in ("port_id", "name", "mac_prefix", "rule") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of port_id, name, mac_prefix or rule")
+        if self.mac_prefix and not MAC_PREFIX_RE.match(normalise_mac(self.mac_prefix)):
+            raise ValueError(f"mac_prefix {self.mac_prefix!r} is not like 'b8:3f:d2'")
+        return self
+
+
+class RootDiskHint(Strict):
+    """Which disk receives the OS. Several fields narrow the match; it must match exactly one."""
+
+    serial: str | None = None
+    wwn: str | None = None
+    by_path: str | None = None
+    model: str | None = None
+    size_gb_min: float | None = None
+    size_gb_max: float | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> RootDiskHint:
+        if not any(v is not None for v in self.model_dump().values()):
+            raise ValueError("give at least one of serial, wwn, by_path, model, size_gb_min/max")
+        if (
+            self.size_gb_min is not None
+            and self.size_gb_max is not None
+            and self.size_gb_min > self.size_gb_max
+        ):
+            raise ValueError("size_gb_min is larger than size_gb_max")
+        return self
+
+
+class DiskSpec(Strict):
+    """Disks a host of this profile is expected to have."""
+
+    count: int | None = Field(default=None, ge=0)
+    data_model: str | None = None
+
+
+class ProfileSpec(Strict):
+    """A kind of host: what it contains and how it is provisioned."""
+
+    gpus: int = Field(default=0, ge=0)
+    gpu_model: str | None = None
+    nvswitch: bool = False
+    ib_hcas: int = Field(default=0, ge=0)
+    ib_rate_gbps: int | None = None
+    units: int = Field(default=1, ge=1, le=16)  # rack units the chassis occupies
+    provisioning_nic: NicRule
+    disks: DiskSpec | None = None
+    root_disk: RootDiskHint | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+
+class BMCSpec(Strict):
+    """A host's BMC. ``credentials`` names an entry of the site's ``credentials`` map."""
+
+    address: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    vendor: Vendor | None = None
+    credentials: str | None = None
+    verify_tls: bool | None = None
+    ca_bundle: str | None = None
+
+
+class HostSpec(Strict):
+    """One host at a U position of a rack."""
+
+    u: int = Field(ge=1)
+    name: str | None = None
+    profile: str | None = None
+    bmc: BMCSpec | None = None
+    provisioning_mac: str | None = None
+    root_disk: RootDiskHint | None = None
+    addresses: dict[str, str] = Field(default_factory=dict)  # pinned, per network
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("provisioning_mac")
+    @classmethod
+    def _mac(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        mac = normalise_mac(v)
+        if not MAC_RE.match(mac):
+            raise ValueError(f"{v!r} is not a MAC address like 'b8:3f:d2:00:00:01'")
+        return mac
+
+
+class RackDefaults(Strict):
+    """Values every host of a rack inherits unless it sets its own."""
+
+    profile: str | None = None
+    bmc: BMCSpec | None = None
+
+
+class RackSpec(Strict):
+    """A rack: its stable index (used by the address plan), location and hosts."""
+
+    name: str
+    index: int = Field(ge=1)
+    location: dict[str, str | int] = Field(default_factory=dict)
+    units: int = Field(default=42, ge=1, le=60)
+    host_name_template: str | None = None
+    defaults: RackDefaults | None = None
+    hosts: list[HostSpec] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"rack name {v!r}: use lower-case letters, digits and '-'")
+        return v
+
+
+class RedfishSettings(Strict):
+    """How to talk to BMCs."""
+
+    verify_tls: bool = True
+    ca_bundle: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    retries: int = Field(default=3, ge=0)
+    max_parallel: int = Field(default=128, ge=1)
+
+
+class ImageSettings(Strict):
+    """The OS image written by the image deploy method."""
+
+    url: str | None = None
+    sha256: str | None = None
+    format: Literal["raw", "qcow2"] = "raw"
+    size_bytes: int | None = None
+
+
+class Settings(Strict):
+    """Site-wide settings."""
+
+    deploy_backend: str = "embedded"
+    deploy_method: Literal["image", "autoinstall"] = "image"
+    ntp_servers: list[str] = Field(default_factory=list)
+    apt_proxy: str | None = None
+    uplink_gbps: float = Field(default=10.0, gt=0)
+    max_parallel: int | None = Field(default=None, ge=1)
+    deploy_retries: int = Field(default=1, ge=0)
+    deploy_timeout_s: float = Field(default=1800.0, gt=0)
+    max_clock_skew_s: float = Field(default=60.0, gt=0)
+    ssh_user: str = "provision"
+    ssh_authorized_keys: list[str] = Field(default_factory=list)
+    ssh_private_key: str | None = None
+    golden_after: int = Field(default=3, ge=1)
+    redfish: RedfishSettings = Field(default_factory=RedfishSettings)
+    image: ImageSettings | None = None
+    # Backend-specific blocks are validated by the backends themselves, so that the inventory
+    # layer knows no backend by name.
+    embedded: dict[str, Any] = Field(default_factory=dict)
+    maas: dict[str, Any] = Field(default_factory=dict)
+    health: dict[str, Any] = Field(default_factory=dict)
+    expected_firmware: dict[str, Any] = Field(default_factory=dict)
+
+
+class SiteSpec(Strict):
+    """A whole site file."""
+
+    site: str
+    description: str | None = None
+    settings: Settings = Field(default_factory=Settings)
+    networks: dict[str, NetworkSpec] = Field(default_factory=dict)
+    credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
+    profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
+    racks: list[RackSpec] = Field(default_factory=list)
+    vars: dict[str, Any] = Field(default_factory=dict)  # site-wide Ansible variables
