@@ -1,0 +1,556 @@
+"""The MAAS deploy backend: the same `provision rack` on sites whose PXE, DHCP and DNS run in MAAS.
+
+Per host: find the machine by its provisioning MAC (or enlist it with Redfish power settings),
+commission it, tag it with its profile and rack, pin the root disk from the host's hint, set the
+storage layout, deploy with the site's series, kernel and cloud-init user-data, and poll MAAS
+until the machine is Deployed or failed. Release (optionally erasing) makes it ready for a
+re-image. Only machines matching the named hosts' MACs are ever touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
+
+from provisioner.deploy.base import (
+    DeployBackend,
+    DeployOutcome,
+    DeployRequest,
+    ProgressFn,
+    register_backend,
+)
+from provisioner.deploy.maas.client import MAASClient
+from provisioner.deploy.maas.disks import choose_root_disk, describe_hint
+from provisioner.deploy.maas.errors import MAASError, MAASTimeout
+from provisioner.deploy.maas.models import Machine
+from provisioner.deploy.maas.plan import HostPlan, MAASPlan
+from provisioner.deploy.maas.settings import MAASSettings, maas_settings, resolve_api_key
+from provisioner.deploy.maas.status import BUSY, RELEASABLE, NodeStatus
+from provisioner.deploy.maas.userdata import encode, user_data
+from provisioner.exceptions import DeployError, ProvisionerError
+from provisioner.inventory.credentials import resolve_credentials
+from provisioner.secrets import Secret
+
+if TYPE_CHECKING:
+    from provisioner.inventory.model import Host, Site
+
+log = logging.getLogger(__name__)
+
+_TAG_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+
+# States from which the backend starts a commissioning itself.
+_COMMISSION_FROM = frozenset(
+    {NodeStatus.NEW, NodeStatus.FAILED_COMMISSIONING, NodeStatus.FAILED_TESTING}
+)
+# States the backend refuses to act on: a person has to look at the machine in MAAS.
+_HANDS_OFF = frozenset(
+    {
+        NodeStatus.BROKEN,
+        NodeStatus.MISSING,
+        NodeStatus.RETIRED,
+        NodeStatus.RESERVED,
+        NodeStatus.RESCUE_MODE,
+        NodeStatus.ENTERING_RESCUE_MODE,
+        NodeStatus.EXITING_RESCUE_MODE,
+        NodeStatus.FAILED_ENTERING_RESCUE_MODE,
+        NodeStatus.FAILED_EXITING_RESCUE_MODE,
+        NodeStatus.FAILED_RELEASING,
+        NodeStatus.FAILED_DISK_ERASING,
+    }
+)
+
+
+def tag_name(prefix: str, kind: str, value: str) -> str:
+    """A MAAS tag name (letters, digits, ``-`` and ``_``), e.g. ``rack-r01``."""
+    return _TAG_BAD.sub("_", f"{prefix}{kind}-{value}")
+
+
+@register_backend
+class MAASBackend(DeployBackend):
+    """Drives a MAAS region through its REST API 2.0."""
+
+    name = "maas"
+
+    def __init__(
+        self,
+        site: Site | None = None,
+        *,
+        client: MAASClient | None = None,
+        settings: MAASSettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._site = site
+        self._client = client
+        self._settings = settings
+        self._sleep = sleep
+        self._clock = clock
+        self._user: str | None = None
+        self._known_tags: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def _connect(self, site: Site | None = None) -> tuple[MAASClient, MAASSettings, Site]:
+        with self._lock:
+            if site is not None:
+                self._site = site
+            if self._site is None:
+                raise DeployError(
+                    "the MAAS backend was used before prepare() was given the site",
+                    hint="this is a bug in the caller: call prepare(site, requests) first",
+                )
+            if self._settings is None:
+                self._settings = maas_settings(self._site)
+            if self._client is None:
+                s = self._settings
+                verify: bool | str = s.verify_tls
+                if s.verify_tls and s.ca_bundle:
+                    verify = str(self._site.resolve_path(s.ca_bundle))
+                self._client = MAASClient(
+                    s.url,
+                    resolve_api_key(self._site, s),
+                    timeout_s=s.http_timeout_s,
+                    retries=s.retries,
+                    verify_tls=verify,
+                )
+            return self._client, self._settings, self._site
+
+    def _whoami(self, client: MAASClient) -> str:
+        if self._user is None:
+            self._user = client.whoami()
+        return self._user
+
+    def _host_tags(self, host: Host, settings: MAASSettings) -> list[str]:
+        return [
+            tag_name(settings.tag_prefix, "profile", host.profile.name),
+            tag_name(settings.tag_prefix, "rack", host.rack),
+        ]
+
+    def _ensure_tags(self, client: MAASClient, names: Collection[str]) -> None:
+        with self._lock:
+            missing = [n for n in names if n not in self._known_tags]
+            if not missing:
+                return
+            existing = set(client.tags())
+            for n in missing:
+                if n not in existing:
+                    client.create_tag(n, comment="managed by provisioner")
+                    log.info("created MAAS tag %s", n)
+                self._known_tags.add(n)
+
+    # -- DeployBackend ------------------------------------------------------------------
+
+    def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
+        """Check the key and the region, and create the profile and rack tags."""
+        client, settings, _ = self._connect(site)
+        version = client.version()
+        user = self._whoami(client)
+        log.info("MAAS %s at %s as %s", version.get("version", "?"), settings.url, user)
+        tags: set[str] = set()
+        for r in requests:
+            tags.update(self._host_tags(r.host, settings))
+        self._ensure_tags(client, sorted(tags))
+
+    def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
+        """Enlist/commission/deploy one host; a failure becomes an outcome, never an exception."""
+        outcome = DeployOutcome(host=request.host.name, ok=False)
+        try:
+            self._deploy(request, progress, outcome)
+        except ProvisionerError as exc:
+            outcome.reason = exc.message
+            outcome.log += f"\n{exc}"
+            log.warning("%s: %s", request.host.name, exc.message)
+        return outcome
+
+    def release(self, request: DeployRequest, *, erase: bool = False) -> None:
+        """Release the host's machine in MAAS and wait until it is Ready again.
+
+        With ``erase`` MAAS wipes every disk of that machine (settings.maas.erase_mode);
+        machines of other hosts are never looked at.
+        """
+        client, settings, _ = self._connect()
+        host = request.host.name
+        machine = self._find(client, request)
+        if machine is None:
+            log.info("%s: not in MAAS, nothing to release", host)
+            return
+        self._check_owner(client, machine, host)
+        status = machine.node_status
+        if status in (NodeStatus.READY, NodeStatus.NEW) or status in _COMMISSION_FROM:
+            return
+        if status in (NodeStatus.RELEASING, NodeStatus.DISK_ERASING):
+            pass  # already on its way to Ready
+        elif status in RELEASABLE:
+            client.release(
+                machine.system_id,
+                erase=erase,
+                quick_erase=erase and settings.erase_mode == "quick",
+                secure_erase=erase and settings.erase_mode == "secure",
+                comment=f"provisioner: re-image {host}",
+            )
+        else:
+            raise MAASError(
+                f"{host}: MAAS machine {machine.describe()} cannot be released",
+                system_id=machine.system_id,
+                hint="wait for MAAS to finish its current operation, or abort it in MAAS",
+            )
+        self._wait(
+            client,
+            machine.system_id,
+            host,
+            phase="release",
+            want={NodeStatus.READY},
+            timeout_s=settings.release_timeout_s,
+            progress=None,
+        )
+
+    def close(self) -> None:
+        """Nothing runs locally for MAAS; drop the connection state."""
+        self._known_tags.clear()
+
+    # -- dry run ------------------------------------------------------------------------
+
+    def plan(
+        self,
+        site: Site,
+        requests: Sequence[DeployRequest],
+        *,
+        reimage: bool = False,
+        erase: bool = False,
+    ) -> MAASPlan:
+        """What ``deploy`` (or ``release`` then ``deploy`` when ``reimage``) would change."""
+        client, settings, _ = self._connect(site)
+        user = self._whoami(client)
+        existing_tags = set(client.tags())
+        plan = MAASPlan(url=settings.url)
+        for req in requests:
+            plan.hosts.append(
+                self._plan_host(client, settings, req, user, existing_tags, reimage, erase)
+            )
+        return plan
+
+    def _plan_host(
+        self,
+        client: MAASClient,
+        settings: MAASSettings,
+        req: DeployRequest,
+        user: str,
+        existing_tags: set[str],
+        reimage: bool,
+        erase: bool,
+    ) -> HostPlan:
+        host = req.host
+        machine = self._find(client, req)
+        hp = HostPlan(
+            host=host.name,
+            mac=req.mac,
+            system_id=machine.system_id if machine else None,
+            maas_status=machine.status_name if machine else "absent",
+        )
+        tags = self._host_tags(host, settings)
+        os_text = f"deploy {settings.osystem}/{settings.distro_series}" + (
+            f" kernel {settings.kernel}" if settings.kernel else ""
+        )
+        hint = host.root_disk or host.profile.root_disk
+        layout = f"storage layout {settings.storage_layout}"
+        if machine is None:
+            hp.actions = [
+                f"enlist {host.name} with MAC {req.mac}, power redfish at {host.bmc.address}",
+                "commission",
+                "tag " + ", ".join(tags),
+            ]
+            if hint:
+                hp.actions.append(f"boot disk matching [{describe_hint(hint)}]")
+            hp.actions += [layout, os_text]
+            return hp
+        status = machine.node_status
+        if machine.owner and machine.owner != user and status in RELEASABLE:
+            hp.blocked = f"MAAS machine {machine.system_id} is owned by {machine.owner!r}"
+            return hp
+        if status in _HANDS_OFF or status is None:
+            hp.blocked = f"MAAS machine {machine.system_id} is {machine.status_name!r}"
+            return hp
+        if status == NodeStatus.DEPLOYED and not reimage:
+            return hp  # already deployed: nothing to do
+        if machine.hostname != host.name:
+            hp.actions.append(f"rename {machine.hostname!r} to {host.name!r}")
+        if machine.power_type != "redfish":
+            hp.actions.append(f"set power type redfish ({host.bmc.address})")
+        if status in RELEASABLE and (reimage or status != NodeStatus.DEPLOYING):
+            erase_text = f" and erase all its disks ({settings.erase_mode})" if erase else ""
+            hp.actions.append(f"release{erase_text}")
+        if status in _COMMISSION_FROM:
+            hp.actions.append("commission")
+        missing = [t for t in tags if t not in machine.tag_names]
+        if missing:
+            hp.actions.append("tag " + ", ".join(missing))
+        if hint:
+            hp.actions.append(self._plan_disk(client, machine, host, hint))
+        hp.actions += [layout, os_text]
+        return hp
+
+    def _plan_disk(self, client: MAASClient, machine: Machine, host: Host, hint: object) -> str:
+        from provisioner.inventory.model import RootDiskHint
+
+        assert isinstance(hint, RootDiskHint)
+        if machine.node_status in (NodeStatus.NEW, NodeStatus.COMMISSIONING):
+            return f"boot disk matching [{describe_hint(hint)}] (after commissioning)"
+        try:
+            dev = choose_root_disk(
+                client.block_devices(machine.system_id), hint,
+                system_id=machine.system_id, host=host.name,
+            )
+        except MAASError as exc:
+            return f"FAIL: {exc.message}"
+        return f"boot disk {dev.describe()}"
+
+    # -- the deploy sequence ------------------------------------------------------------
+
+    def _deploy(self, request: DeployRequest, progress: ProgressFn, outcome: DeployOutcome) -> None:
+        client, settings, site = self._connect()
+        host = request.host
+        name = host.name
+        phases = outcome.phases
+
+        start = self._clock()
+        machine = self._find(client, request)
+        if machine is None:
+            machine = self._enlist(client, settings, site, request)
+            progress(name, "enlist", f"enlisted as MAAS machine {machine.system_id}")
+        else:
+            self._check_owner(client, machine, name)
+            machine = self._reconcile(client, site, request, machine)
+            progress(name, "enlist", f"found MAAS machine {machine.describe()}")
+        sid = machine.system_id
+        phases["enlist"] = self._clock() - start
+        outcome.log += f"MAAS machine {sid}\n"
+
+        status = machine.node_status
+        if status == NodeStatus.DEPLOYED:
+            progress(name, "deploy", f"MAAS machine {sid} is already deployed")
+            outcome.ok = True
+            outcome.reason = "already deployed in MAAS"
+            return
+        if status is None or status in _HANDS_OFF:
+            raise MAASError(
+                f"{name}: MAAS machine {machine.describe()}: not touching it",
+                system_id=sid,
+                hint="look at the machine in MAAS (mark it fixed, abort, or release it), "
+                "then run again",
+            )
+        if status != NodeStatus.DEPLOYING:
+            if status in (NodeStatus.ALLOCATED, NodeStatus.FAILED_DEPLOYMENT):
+                # Left over from an earlier attempt: back to Ready so the storage can be set.
+                start = self._clock()
+                client.release(sid, comment=f"provisioner: retry deploy of {name}")
+                machine = self._wait(client, sid, name, phase="release", want={NodeStatus.READY},
+                                     timeout_s=settings.release_timeout_s, progress=progress)
+                phases["release"] = self._clock() - start
+                status = machine.node_status
+            if status in (NodeStatus.RELEASING, NodeStatus.DISK_ERASING):
+                machine = self._wait(client, sid, name, phase="release", want={NodeStatus.READY},
+                                     timeout_s=settings.release_timeout_s, progress=progress)
+                status = machine.node_status
+            start = self._clock()
+            if status in _COMMISSION_FROM:
+                client.commission(sid, testing_scripts=settings.commissioning_testing_scripts)
+                progress(name, "commission", "commissioning started")
+                status = NodeStatus.COMMISSIONING
+            if status in (NodeStatus.COMMISSIONING, NodeStatus.TESTING):
+                machine = self._wait(client, sid, name, phase="commission",
+                                     want={NodeStatus.READY},
+                                     timeout_s=settings.commission_timeout_s, progress=progress)
+                phases["commission"] = self._clock() - start
+
+            start = self._clock()
+            self._configure_ready(client, settings, request, machine, progress)
+            phases["storage"] = self._clock() - start
+
+            start = self._clock()
+            client.deploy(
+                sid,
+                osystem=settings.osystem,
+                distro_series=settings.distro_series,
+                hwe_kernel=settings.kernel,
+                user_data_b64=encode(
+                    str(request.extra.get("user_data") or user_data(site, host))
+                ),
+            )
+            progress(name, "deploy", f"deploying {settings.osystem}/{settings.distro_series}")
+        else:
+            start = self._clock()
+        timeout = settings.deploy_timeout_s or request.timeout_s
+        machine = self._wait(client, sid, name, phase="deploy", want={NodeStatus.DEPLOYED},
+                             timeout_s=timeout, progress=progress)
+        phases["deploy"] = self._clock() - start
+        outcome.ok = True
+        outcome.log += f"deployed: {machine.describe()}\n"
+
+    def _configure_ready(
+        self,
+        client: MAASClient,
+        settings: MAASSettings,
+        request: DeployRequest,
+        machine: Machine,
+        progress: ProgressFn,
+    ) -> None:
+        host = request.host
+        sid = machine.system_id
+        tags = self._host_tags(host, settings)
+        self._ensure_tags(client, tags)
+        for t in tags:
+            if t not in machine.tag_names:
+                client.tag_machines(t, add=[sid])
+        hint = host.root_disk or host.profile.root_disk
+        root_id: int | None = None
+        if hint is not None:
+            dev = choose_root_disk(client.block_devices(sid), hint, system_id=sid, host=host.name)
+            root_id = dev.id
+            if machine.boot_disk is None or machine.boot_disk.id != dev.id:
+                client.set_boot_disk(sid, dev.id)
+            progress(host.name, "storage", f"root disk {dev.describe()}")
+        client.set_storage_layout(sid, layout=settings.storage_layout, root_device=root_id)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _find(self, client: MAASClient, request: DeployRequest) -> Machine | None:
+        """The MAAS machine owning the host's MACs; refuses when they belong to two machines."""
+        macs = self._macs(request)
+        found = client.machines(mac_addresses=macs)
+        mine = [m for m in found if m.macs & set(macs)]
+        if len({m.system_id for m in mine}) > 1:
+            raise MAASError(
+                f"{request.host.name}: its MACs {', '.join(macs)} belong to several MAAS "
+                f"machines: {', '.join(m.describe() for m in mine)}",
+                system_id=mine[0].system_id,
+                hint="delete the stale machine in MAAS, or fix provisioning_mac in the site file",
+            )
+        return mine[0] if mine else None
+
+    @staticmethod
+    def _macs(request: DeployRequest) -> list[str]:
+        macs = [request.mac.lower()]
+        for m in request.extra.get("macs", []) or []:
+            if str(m).lower() not in macs:
+                macs.append(str(m).lower())
+        return macs
+
+    def _check_owner(self, client: MAASClient, machine: Machine, host: str) -> None:
+        user = self._whoami(client)
+        if machine.owner and machine.owner != user and machine.node_status in RELEASABLE:
+            raise MAASError(
+                f"{host}: MAAS machine {machine.describe()} is owned by {machine.owner!r}, "
+                f"not by {user!r}: not touching it",
+                system_id=machine.system_id,
+                hint="release it in MAAS yourself if it is really free, then run again",
+            )
+
+    def _power_parameters(
+        self, site: Site, host: Host, request: DeployRequest
+    ) -> dict[str, str | Secret]:
+        creds = resolve_credentials(site, host.bmc.credentials)
+        address = host.bmc.address if not host.bmc.port else f"{host.bmc.address}:{host.bmc.port}"
+        params: dict[str, str | Secret] = {
+            "power_address": address,
+            "power_user": creds.username,
+            "power_pass": creds.password,
+        }
+        node_id = request.extra.get("redfish_system_id")
+        if node_id:
+            params["node_id"] = str(node_id)
+        return params
+
+    def _enlist(
+        self, client: MAASClient, settings: MAASSettings, site: Site, request: DeployRequest
+    ) -> Machine:
+        host = request.host
+        clash = client.machines(hostnames=[host.name])
+        if clash:
+            m = clash[0]
+            raise MAASError(
+                f"{host.name}: MAAS already has a machine called {host.name} ({m.system_id}) "
+                f"with other MACs ({', '.join(sorted(m.macs)) or 'none'}) than {request.mac}",
+                system_id=m.system_id,
+                hint="fix provisioning_mac in the site file, or delete the stale machine in MAAS",
+            )
+        return client.create_machine(
+            hostname=host.name,
+            mac_addresses=self._macs(request),
+            architecture=settings.architecture,
+            power_type="redfish",
+            power_parameters=self._power_parameters(site, host, request),
+            commission=True,
+            domain=settings.domain,
+        )
+
+    def _reconcile(
+        self, client: MAASClient, site: Site, request: DeployRequest, machine: Machine
+    ) -> Machine:
+        """Bring an existing machine's name and Redfish power settings in line with the site."""
+        host = request.host
+        fields: dict[str, str | Secret] = {}
+        if machine.hostname != host.name:
+            fields["hostname"] = host.name
+        wanted = self._power_parameters(site, host, request)
+        current = (
+            client.power_parameters(machine.system_id) if machine.power_type == "redfish" else {}
+        )
+        if machine.power_type != "redfish" or any(current.get(k) != v for k, v in wanted.items()):
+            fields["power_type"] = "redfish"
+            for k, v in wanted.items():
+                fields[f"power_parameters_{k}"] = v
+        if not fields:
+            return machine
+        log.info("%s: updating MAAS machine %s: %s", host.name, machine.system_id,
+                 ", ".join(sorted(k for k in fields if k != "power_parameters_power_pass")))
+        return client.update_machine(machine.system_id, fields)
+
+    def _wait(
+        self,
+        client: MAASClient,
+        system_id: str,
+        host: str,
+        *,
+        phase: str,
+        want: set[NodeStatus],
+        timeout_s: float,
+        progress: ProgressFn | None,
+    ) -> Machine:
+        """Poll until the machine reaches a ``want`` state; raise on a failure state or timeout."""
+        assert self._settings is not None
+        deadline = self._clock() + timeout_s
+        last: str | None = None
+        while True:
+            machine = client.machine(system_id)
+            status = machine.node_status
+            shown = machine.status_name + (
+                f": {machine.status_message}" if machine.status_message else ""
+            )
+            if progress is not None and shown != last:
+                progress(host, phase, f"MAAS: {shown}")
+            last = shown
+            if status in want:
+                return machine
+            if status not in BUSY:
+                detail = f": {machine.status_message}" if machine.status_message else ""
+                raise MAASError(
+                    f"{host}: MAAS machine {system_id} went to {machine.status_name!r} "
+                    f"during {phase}{detail}",
+                    system_id=system_id,
+                    maas_message=machine.status_message,
+                    hint=f"see the machine's events and logs in MAAS ({phase} log)",
+                )
+            if self._clock() >= deadline:
+                raise MAASTimeout(
+                    f"{host}: MAAS machine {system_id} still {machine.status_name!r} after "
+                    f"{timeout_s:.0f}s of {phase}",
+                    system_id=system_id,
+                    hint=f"raise settings.maas.{phase}_timeout_s, or check the machine's "
+                    "console in MAAS",
+                )
+            self._sleep(self._settings.poll_interval_s)
