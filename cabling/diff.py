@@ -1,0 +1,204 @@
+"""Validate a built fabric against its manifest: missing, unexpected, moved, swapped, degraded, down.
+
+Everything is indexed by (device, port), so a 12,000-link fabric validates in linear time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from cabling.findings import Finding, Report
+from cabling.model import Device, Endpoint, Link, Manifest
+from cabling.resolve import ResolvedFabric, RLink
+from cabling.speeds import speed_rank, width_lanes
+
+Key = tuple[str, str]
+
+
+def _fmt(ep: Endpoint) -> str:
+    """A technician's name for a port: ``r03-l1 port 17`` or ``gpu042 mlx5_3``."""
+    return f"{ep.device} port {ep.port}" if ep.port.isdigit() else f"{ep.device} {ep.port}"
+
+
+def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
+    """Compare the discovered fabric with the plan and say how to fix every difference."""
+    devices = manifest.device_map()
+    plan_peer: dict[Key, tuple[Endpoint, Endpoint, int]] = {}
+    for i, lk in enumerate(manifest.links):
+        plan_peer[lk.a.key] = (lk.a, lk.b, i)
+        plan_peer[lk.b.key] = (lk.b, lk.a, i)
+    found_peer: dict[Key, tuple[Endpoint, Endpoint, int]] = {}
+    for j, rl in enumerate(found.links):
+        found_peer[rl.a.key] = (rl.a, rl.b, j)
+        found_peer[rl.b.key] = (rl.b, rl.a, j)
+
+    findings: list[Finding] = []
+    missing: dict[int, Link] = {}
+    matched_found: set[int] = set()
+    for i, lk in enumerate(manifest.links):
+        hit = found_peer.get(lk.a.key)
+        if hit is not None and hit[1].key == lk.b.key:
+            matched_found.add(hit[2])
+            _check_quality(manifest, i, lk, found.links[hit[2]], findings)
+        else:
+            missing[i] = lk
+    unexpected = {j: rl for j, rl in enumerate(found.links) if j not in matched_found}
+
+    def planned(ep: Endpoint) -> tuple[Endpoint, int] | None:
+        got = plan_peer.get(ep.key)
+        if got is None or got[2] not in missing:
+            return None
+        return got[1], got[2]
+
+    # Swaps first: two cables exchanged are one fix, not two moves.
+    for j in sorted(unexpected):
+        cand = unexpected.get(j)
+        if cand is None:
+            continue
+        rl = cand
+        pa, pb = planned(rl.a), planned(rl.b)
+        if pa is None or pb is None or pa[1] == pb[1]:
+            continue
+        x, y = pa[0], pb[0]  # planned: a-x and y-b; found: a-b and (hopefully) x-y
+        other = found_peer.get(x.key)
+        if other is None or other[1].key != y.key or other[2] not in unexpected or other[2] == j:
+            continue
+        findings.append(_swap(manifest, rl.a, x, y, rl.b, devices, pa[1], pb[1]))
+        del missing[pa[1]], missing[pb[1]], unexpected[j], unexpected[other[2]]
+
+    for j in sorted(unexpected):
+        rl = unexpected[j]
+        move = _best_move(rl, planned, found_peer, unexpected, devices)
+        if move is None:
+            continue
+        fixed, wrong, target, i = move
+        lk = manifest.links[i]
+        findings.append(Finding(
+            kind="moved", severity="error",
+            message=f"the cable at {_fmt(fixed)} lands on {_fmt(wrong)}; the plan says {_fmt(target)}",
+            fix=f"move the cable at {_fmt(fixed)} from {_fmt(wrong)} to {_fmt(target)}",
+            where=manifest.where_link(i), endpoints=[str(fixed), str(wrong), str(target)],
+            data={"fixed": str(fixed), "from": str(wrong), "to": str(target), "cable": lk.cable},
+        ))
+        del missing[i], unexpected[j]
+
+    for i, lk in sorted(missing.items()):
+        down = found.down.get(lk.a.key) or found.down.get(lk.b.key)
+        label = f" (cable {lk.cable})" if lk.cable else ""
+        if down is not None:
+            ep, state = down
+            findings.append(Finding(
+                kind="down", severity="error",
+                message=f"port {_fmt(ep)} is {state}: the link {lk.a} <-> {lk.b}{label} did not come up",
+                fix=f"reseat or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)}{label}; "
+                f"check both ports are enabled",
+                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
+            ))
+        else:
+            findings.append(Finding(
+                kind="missing", severity="error",
+                message=f"no link between {lk.a} and {lk.b}{label}",
+                fix=f"connect {_fmt(lk.a)} to {_fmt(lk.b)}{label}",
+                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)],
+            ))
+    for _j, rl in sorted(unexpected.items()):
+        unknown = [e.device for e in (rl.a, rl.b) if e.device.casefold() not in devices]
+        why = f" ({', '.join(unknown)} not in the manifest)" if unknown else ""
+        findings.append(Finding(
+            kind="unexpected", severity="error",
+            message=f"link {rl.a} <-> {rl.b} is not in the plan{why}",
+            fix=f"unplug the cable between {_fmt(rl.a)} and {_fmt(rl.b)}, or add it to the manifest",
+            where=f"{found.source}:{rl.line}" if rl.line else found.source,
+            endpoints=[str(rl.a), str(rl.b)],
+        ))
+    for i, lk in enumerate(manifest.links):
+        hit = found_peer.get(lk.a.key)
+        if hit is not None and hit[1].key == lk.b.key and found.links[hit[2]].state != "active":
+            rl = found.links[hit[2]]
+            findings.append(Finding(
+                kind="down", severity="error",
+                message=f"link {lk.a} <-> {lk.b} is cabled but {rl.state}",
+                fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
+                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": rl.state},
+            ))
+    stats = {
+        "planned_links": len(manifest.links),
+        "discovered_links": len(found.links),
+        "director_internal_links": found.internal_links,
+        "matched_links": len(matched_found),
+    }
+    return Report(title=f"validate {manifest._source or 'manifest'} against {found.source}",
+                  findings=findings, stats=stats)
+
+
+def _check_quality(manifest: Manifest, i: int, lk: Link, rl: RLink, findings: list[Finding]) -> None:
+    want_speed, want_width = manifest.expected_speed(lk), manifest.expected_width(lk)
+    where = manifest.where_link(i)
+    if want_width and rl.width and width_lanes(rl.width) < width_lanes(want_width):
+        findings.append(Finding(
+            kind="degraded_width", severity="error",
+            message=f"link {lk.a} <-> {lk.b} trained at {rl.width}, expected {want_width}",
+            fix=f"reseat, clean or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)} "
+            "(lanes are failing)",
+            where=where, endpoints=[str(lk.a), str(lk.b)], data={"found": rl.width, "expected": want_width},
+        ))
+    if want_speed and rl.speed and speed_rank(rl.speed) < speed_rank(want_speed):
+        findings.append(Finding(
+            kind="degraded_speed", severity="error",
+            message=f"link {lk.a} <-> {lk.b} trained at {rl.speed}, expected {want_speed}",
+            fix=f"check the cable type between {_fmt(lk.a)} and {_fmt(lk.b)} is rated for {want_speed}, "
+            "then reseat or replace it",
+            where=where, endpoints=[str(lk.a), str(lk.b)], data={"found": rl.speed, "expected": want_speed},
+        ))
+
+
+def _swap(
+    manifest: Manifest, a: Endpoint, x: Endpoint, y: Endpoint, b: Endpoint,
+    devices: Mapping[str, Device], ia: int, ib: int,
+) -> Finding:
+    # Found a-b and y-x; planned a-x and y-b. Name the two ends that sit side by side.
+    if x.device.casefold() == b.device.casefold() or a.device.casefold() != y.device.casefold():
+        p1, p2, e1, e2 = x, b, a, y  # swap the cables in ports x and b (a goes to x, y goes to b)
+    else:
+        p1, p2, e1, e2 = a, y, x, b
+    if p1.device.casefold() == p2.device.casefold():
+        fix = f"swap the cables in {p1.device} ports {p1.port} and {p2.port}"
+    else:
+        fix = f"swap the cables in {_fmt(p1)} and {_fmt(p2)}"
+    return Finding(
+        kind="swapped", severity="error",
+        message=f"cables crossed: {_fmt(e1)} is on {_fmt(p2)} and {_fmt(e2)} is on {_fmt(p1)}",
+        fix=f"{fix} (so {_fmt(e1)} reaches {_fmt(p1)} and {_fmt(e2)} reaches {_fmt(p2)})",
+        where=manifest.where_link(ia), endpoints=[str(a), str(x), str(y), str(b)],
+        data={"ports": [str(p1), str(p2)], "links": [ia, ib]},
+    )
+
+
+def _best_move(
+    rl: RLink,
+    planned: Callable[[Endpoint], tuple[Endpoint, int] | None],
+    found_peer: dict[Key, tuple[Endpoint, Endpoint, int]],
+    unexpected: dict[int, RLink],
+    devices: Mapping[str, Device],
+) -> tuple[Endpoint, Endpoint, Endpoint, int] | None:
+    """Pick which end of a wrong link stays and where the other end goes, or None."""
+    options: list[tuple[int, Endpoint, Endpoint, Endpoint, int]] = []
+    for fixed, wrong in ((rl.a, rl.b), (rl.b, rl.a)):
+        if wrong.device.casefold() not in devices:
+            continue  # a cable from an unplanned device is not a misplaced planned cable
+        got = planned(fixed)
+        if got is None:
+            continue
+        target, i = got
+        occupant = found_peer.get(target.key)
+        if occupant is not None and occupant[2] not in unexpected:
+            continue  # the target port holds a correct cable
+        score = 2 if occupant is None else 0
+        dev = devices.get(fixed.device.casefold())
+        if dev is not None and dev.kind == "switch":
+            score += 1
+        options.append((score, fixed, wrong, target, i))
+    if not options:
+        return None
+    best = max(options, key=lambda o: o[0])
+    return best[1], best[2], best[3], best[4]

@@ -1,0 +1,74 @@
+"""The discovered fabric every parser produces: nodes by GUID, links between (GUID, port) pairs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+NodeKind = Literal["switch", "ca", "router"]
+ACTIVE = "active"
+
+
+@dataclass(slots=True)
+class DNode:
+    """A node as discovery saw it: GUID, kind, node description, port count."""
+
+    guid: str
+    kind: NodeKind
+    desc: str
+    nports: int | None = None
+    lid: int | None = None
+    sysimg: str | None = None
+    port_guids: dict[int, str] = field(default_factory=dict)
+    # A name given by the source itself (LLDP chassis name, UFM system name, a file name).
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class DLink:
+    """A trained link between two (node GUID, port) ends, with width, speed and logical state."""
+
+    a_guid: str
+    a_port: int | str
+    b_guid: str
+    b_port: int | str
+    width: str | None = None
+    speed: str | None = None
+    state: str = ACTIVE
+    line: int | None = None
+
+
+@dataclass
+class DiscoveredFabric:
+    """Nodes, links and per-port states from one or more discovery sources."""
+
+    nodes: dict[str, DNode] = field(default_factory=dict)
+    links: list[DLink] = field(default_factory=list)
+    # Ports known to be down (no link): (guid, port) -> state text, e.g. "Polling".
+    down_ports: dict[tuple[str, int | str], str] = field(default_factory=dict)
+    source: str = ""
+    skipped_lines: list[int] = field(default_factory=list)
+
+    def merge(self, other: DiscoveredFabric) -> None:
+        """Add another source's view; a later link replaces an earlier one on the same ports."""
+        for guid, node in other.nodes.items():
+            mine = self.nodes.get(guid)
+            if mine is None:
+                self.nodes[guid] = node
+            else:
+                mine.port_guids.update(node.port_guids)
+                mine.nports = mine.nports or node.nports
+        index = {_key(lk): i for i, lk in enumerate(self.links)}
+        for lk in other.links:
+            i = index.get(_key(lk))
+            if i is None:
+                index[_key(lk)] = len(self.links)
+                self.links.append(lk)
+            else:
+                self.links[i] = lk
+        self.down_ports.update(other.down_ports)
+        self.source = f"{self.source}+{other.source}" if self.source else other.source
+
+
+def _key(lk: DLink) -> frozenset[tuple[str, int | str]]:
+    return frozenset(((lk.a_guid, lk.a_port), (lk.b_guid, lk.b_port)))

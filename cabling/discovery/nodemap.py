@@ -1,0 +1,55 @@
+"""GUID-to-name maps: infiniband-diags ``--node-name-map`` files and ``H-<guid> name`` lists."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from cabling.errors import CablingInputError
+from cabling.model import normalize_guid
+
+_NNM = re.compile(r'^(0x[0-9a-fA-F]+)\s+"(.*)"\s*$')
+_PLAIN = re.compile(r"^(?:([SHR])-)?((?:0x)?[0-9a-fA-F]{1,16})\s+(\S.*?)\s*$")
+
+
+def load_node_name_map(path: str | Path) -> dict[str, str]:
+    """Read a node-name-map (``0x<guid> "name"``; also ``H-<guid> name``); GUID -> name."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise CablingInputError(f"cannot read node-name-map: {exc.strerror}", file=str(p)) from None
+    return parse_node_name_map(text, str(p))
+
+
+def parse_node_name_map(text: str, source: str = "<node-name-map>") -> dict[str, str]:
+    """Parse node-name-map text; a line that is neither form is an error naming its line."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _NNM.match(line)
+        if m:
+            out[normalize_guid(m.group(1))] = m.group(2)
+            continue
+        m = _PLAIN.match(line)
+        if m and (m.group(1) or m.group(2).lower().startswith("0x")):
+            name = m.group(3)
+            if name.startswith('"'):
+                name = " ".join(shlex.split(name))
+            out[normalize_guid(m.group(2))] = name
+            continue
+        raise CablingInputError(
+            f"cannot read node-name-map line {line[:60]!r}", file=source, line=lineno,
+            hint='each line is 0x<16 hex digit GUID> "name" (or H-<guid> name)',
+        )
+    return out
+
+
+def format_node_name_map(names: dict[str, str], header: str = "") -> str:
+    """Text of a node-name-map for ibnetdiscover, OpenSM and UFM (``0x<guid> "name"``)."""
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    lines += [f'0x{guid} "{name}"' for guid, name in sorted(names.items(), key=lambda kv: kv[1])]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,142 @@
+"""Read and write manifests: YAML with file:line errors, and the published JSON schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cabling.errors import CablingInputError
+from cabling.model import Manifest
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Load a YAML (or JSON) manifest; errors name the file, line and key and say how to fix it."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CablingInputError(f"cannot read manifest: {exc.strerror}", file=str(p)) from None
+    return parse_manifest(text, str(p))
+
+
+def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
+    """Parse manifest text; ``source`` names it in error messages."""
+    loader = _Loader(text)
+    try:
+        # One parse gives both the data and the node marks that error messages point at.
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise CablingInputError(f"not valid YAML: {exc.problem}", file=source, line=line) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise CablingInputError(
+            "a manifest is a mapping with 'devices' and 'links'", file=source, line=1,
+            hint="see docs/cabling.md for the format, or run 'provision cabling plan' for an example",
+        )
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(root, loc)
+        key = ".".join(str(x) for x in loc)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
+    manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
+    return manifest
+
+
+def dump_manifest(manifest: Manifest) -> str:
+    """YAML text of a manifest, leaving out empty and unset fields so files stay readable."""
+    data = _prune(manifest.model_dump(mode="json", exclude_none=True))
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
+
+
+def save_manifest(manifest: Manifest, path: str | Path) -> None:
+    """Write a manifest as YAML."""
+    Path(path).write_text(dump_manifest(manifest), encoding="utf-8")
+
+
+def manifest_schema() -> dict[str, Any]:
+    """The JSON schema of the manifest format (published as docs/cabling-manifest.schema.json)."""
+    schema = Manifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "provisioner cabling wiring manifest"
+    # The serializer turns endpoints into 'device:port' text; the schema must accept both forms.
+    schema.setdefault("$defs", {})["Endpoint"] = {
+        "description": "A device and port: 'device:port' text (port after the last colon) or an object.",
+        "anyOf": [
+            {"type": "string", "pattern": "^.+:[^:]+$"},
+            {
+                "type": "object",
+                "properties": {"device": {"type": "string"}, "port": {"type": ["string", "integer"]}},
+                "required": ["device", "port"],
+                "additionalProperties": False,
+            },
+        ],
+    }
+    return schema
+
+
+def schema_text() -> str:
+    """The schema as stable, pretty JSON text."""
+    return json.dumps(manifest_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _prune(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _prune(v) for k, v in obj.items() if v not in ({}, [], None)}
+    if isinstance(obj, list):
+        return [_prune(v) for v in obj]
+    return obj
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    node = root
+    line = root.start_mark.line + 1 if root is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            nxt = node.value[part]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node = nxt
+        line = node.start_mark.line + 1
+    return line
+
+
+def _list_lines(root: yaml.Node | None, key: str) -> list[int | None]:
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    seq = next((v for k, v in root.value if k.value == key), None)
+    if not isinstance(seq, yaml.SequenceNode):
+        return []
+    return [item.start_mark.line + 1 for item in seq.value]
+
+
+def _item_lines(root: yaml.Node | None, key: str, name_key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return out
+    seq = next((v for k, v in root.value if k.value == key), None)
+    if not isinstance(seq, yaml.SequenceNode):
+        return out
+    for item in seq.value:
+        if isinstance(item, yaml.MappingNode):
+            name = next((v.value for k, v in item.value if k.value == name_key), None)
+            if isinstance(name, str):
+                out[name.casefold()] = item.start_mark.line + 1
+    return out

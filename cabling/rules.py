@@ -1,0 +1,310 @@
+"""The lint rule catalogue: each rule has an id, a severity, a description and a check.
+
+Rules see a :class:`LintContext` with the manifest pre-indexed, so every rule is linear in
+the number of links.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import networkx as nx
+
+from cabling.findings import Finding, Report, Severity
+from cabling.model import Device, Endpoint, Manifest, parse_ratio
+from cabling.ports import hca_of, port_number, switch_port
+
+
+@dataclass
+class LintContext:
+    """The manifest with the indexes rules share."""
+
+    manifest: Manifest
+    devices: dict[str, Device] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.devices = self.manifest.device_map()
+
+    def device(self, ep: Endpoint) -> Device | None:
+        """The declared device of an endpoint, or None."""
+        return self.devices.get(ep.device.casefold())
+
+    def known_links(self) -> Iterator[tuple[int, Device, Endpoint, Device, Endpoint]]:
+        """Links whose two ends are declared devices."""
+        for i, lk in enumerate(self.manifest.links):
+            da, db = self.device(lk.a), self.device(lk.b)
+            if da is not None and db is not None:
+                yield i, da, lk.a, db, lk.b
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A lint rule: stable id (for suppressions and JUnit test names), severity, description."""
+
+    id: str
+    name: str
+    severity: Severity
+    description: str
+    check: Callable[[LintContext, Rule], list[Finding]]
+
+    def finding(self, message: str, fix: str, where: str = "", endpoints: list[str] | None = None,
+                **data: object) -> Finding:
+        """A finding of this rule."""
+        return Finding(kind=self.id, severity=self.severity, message=f"{self.name}: {message}", fix=fix,
+                       where=where, endpoints=endpoints or [], data=dict(data))
+
+
+def _unknown_device(ctx: LintContext, rule: Rule) -> list[Finding]:
+    out = []
+    for i, lk in enumerate(ctx.manifest.links):
+        for ep in (lk.a, lk.b):
+            if ctx.device(ep) is None:
+                out.append(rule.finding(
+                    f"link {lk} names device {ep.device!r}, which is not declared",
+                    f"add {ep.device!r} to 'devices' or correct the name", ctx.manifest.where_link(i), [str(ep)]))
+    return out
+
+
+def _duplicate_device(ctx: LintContext, rule: Rule) -> list[Finding]:
+    counts = Counter(d.name.casefold() for d in ctx.manifest.devices)
+    return [rule.finding(f"device {name!r} is declared {n} times", "keep one declaration and merge its fields",
+                         ctx.manifest.where_device(name)) for name, n in counts.items() if n > 1]
+
+
+def _port_reused(ctx: LintContext, rule: Rule) -> list[Finding]:
+    first: dict[tuple[str, str], int] = {}
+    out = []
+    for i, lk in enumerate(ctx.manifest.links):
+        for ep in (lk.a, lk.b):
+            j = first.setdefault(ep.key, i)
+            if j != i:
+                out.append(rule.finding(
+                    f"port {ep} is used by {ctx.manifest.where_link(j)} and again here",
+                    "a port takes one cable: move one of the two links to a free port",
+                    ctx.manifest.where_link(i), [str(ep)]))
+    return out
+
+
+def _port_invalid(ctx: LintContext, rule: Rule) -> list[Finding]:
+    out = []
+    for i, lk in enumerate(ctx.manifest.links):
+        for ep in (lk.a, lk.b):
+            dev = ctx.device(ep)
+            if dev is None:
+                continue
+            where = ctx.manifest.where_link(i)
+            if dev.kind == "switch":
+                num = port_number(ep.port)
+                if num is None and switch_port(ep.port) != ep.port:
+                    out.append(rule.finding(f"{ep}: {ep.port!r} is not a switch port number", "use 1..radix",
+                                            where, [str(ep)]))
+                elif num is not None and (num < 1 or (dev.ports is not None and num > dev.ports)):
+                    out.append(rule.finding(
+                        f"{ep}: port {num} is beyond the {dev.ports}-port radix of {dev.name}",
+                        f"use a port in 1..{dev.ports}, or fix 'ports' of {dev.name}", where, [str(ep)]))
+            elif dev.hcas and hca_of(ep.port) not in dev.hcas:
+                out.append(rule.finding(
+                    f"{ep}: host {dev.name} has no HCA {hca_of(ep.port)!r} (it has {', '.join(dev.hcas)})",
+                    "use one of the host's HCAs, or add it to 'hcas'", where, [str(ep)]))
+    return out
+
+
+def _self_link(ctx: LintContext, rule: Rule) -> list[Finding]:
+    return [rule.finding(f"{lk} connects {lk.a.device} to itself", "connect the cable to another device",
+                         ctx.manifest.where_link(i), [str(lk.a), str(lk.b)])
+            for i, lk in enumerate(ctx.manifest.links) if lk.a.device.casefold() == lk.b.device.casefold()]
+
+
+def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
+    # HCAs do not forward packets, so a host's eight HCAs are eight separate graph nodes:
+    # eight rails joined only through hosts are still eight networks.
+    g: nx.Graph = nx.Graph()
+    for d in ctx.manifest.devices:
+        if d.kind == "switch":
+            g.add_node(("sw", d.name.casefold()))
+    for _i, da, a, db, b in ctx.known_links():
+        g.add_edge(_gnode(da, a), _gnode(db, b))
+    comps = sorted(nx.connected_components(g), key=lambda c: (-len(c), sorted(c)[0]))
+    if len(comps) <= 1:
+        return []
+    names = [_describe_island(ctx, c) for c in comps]
+    out = []
+    for k, comp in enumerate(comps):
+        top = _top_switches(ctx, comp)
+        others = [names[j][0] for j in range(len(comps)) if j != k]
+        if top:
+            join_to = _top_switches(ctx, comps[0] if k else comps[1])
+            fix = (f"cable {', '.join(top[:3])}{'...' if len(top) > 3 else ''} to "
+                   f"{', '.join(join_to[:3])}{'...' if len(join_to) > 3 else ''} in island "
+                   f"{names[0 if k else 1][0]}; in a rail-optimised fat tree every spine must reach "
+                   "leaves of every rail")
+        else:
+            fix = "connect it to a leaf switch"
+        out.append(rule.finding(
+            f"island {names[k][0]} of {len(comps)} ({names[k][1]}) has no link to {', '.join(others[:4])}"
+            f"{'...' if len(others) > 4 else ''}", fix, "", [], island=names[k][0], size=len(comp)))
+    return out
+
+
+def _gnode(dev: Device, ep: Endpoint) -> tuple[str, str]:
+    if dev.kind == "switch":
+        return ("sw", dev.name.casefold())
+    return ("hca", f"{dev.name.casefold()}:{hca_of(ep.port).casefold()}")
+
+
+def _describe_island(ctx: LintContext, comp: set[tuple[str, str]]) -> tuple[str, str]:
+    switches = [ctx.devices[n] for kind, n in comp if kind == "sw" and n in ctx.devices]
+    hcas = Counter(n.split(":", 1)[1] for kind, n in comp if kind == "hca")
+    rails = sorted({d.rail for d in switches if d.rail is not None})
+    roles = Counter(d.role or "switch" for d in switches)
+    label = f"rail {','.join(str(r) for r in rails)}" if rails else (
+        min(d.name for d in switches) if switches else min(n for _, n in comp))
+    parts = [f"{n} {r}{'s' if n > 1 else ''}" for r, n in sorted(roles.items())]
+    if hcas:
+        parts.append(", ".join(f"{n} x {h}" for h, n in sorted(hcas.items())[:3]) + ("..." if len(hcas) > 3 else ""))
+    return label, "; ".join(parts)
+
+
+def _top_switches(ctx: LintContext, comp: set[tuple[str, str]]) -> list[str]:
+    switches = [ctx.devices[n] for kind, n in comp if kind == "sw" and n in ctx.devices]
+    if not switches:
+        return []
+    top = max(d.tier for d in switches)
+    return sorted(d.name for d in switches if d.tier == top)
+
+
+def _wrong_rail(ctx: LintContext, rule: Rule) -> list[Finding]:
+    out = []
+    for i, da, a, db, b in ctx.known_links():
+        for host, hep, sw in ((da, a, db), (db, b, da)):
+            if host.kind != "host" or sw.kind != "switch" or sw.rail is None or not host.hcas:
+                continue
+            hca = hca_of(hep.port)
+            if hca in host.hcas and host.hcas.index(hca) != sw.rail:
+                right = host.hcas[sw.rail] if sw.rail < len(host.hcas) else None
+                fix = (f"cable {host.name} {host.hcas.index(hca)}-rail HCA {hca} to the rail-"
+                       f"{host.hcas.index(hca)} leaf" + (f", and {right} to {sw.name}" if right else ""))
+                out.append(rule.finding(
+                    f"{hep} (rail {host.hcas.index(hca)}) goes to {sw.name}, a rail-{sw.rail} leaf", fix,
+                    ctx.manifest.where_link(i), [str(hep)]))
+    return out
+
+
+def _blocking(ctx: LintContext, rule: Rule) -> list[Finding]:
+    if not ctx.manifest.fabric.blocking:
+        return []
+    d_, u_ = parse_ratio(ctx.manifest.fabric.blocking)
+    limit = Fraction(d_, u_)
+    down: Counter[str] = Counter()
+    up: Counter[str] = Counter()
+    for _i, da, _a, db, _b in ctx.known_links():
+        for sw, peer in ((da, db), (db, da)):
+            if sw.kind == "switch" and sw.tier == 1:
+                if peer.tier < sw.tier:
+                    down[sw.name] += 1
+                elif peer.tier > sw.tier:
+                    up[sw.name] += 1
+    out = []
+    for d in ctx.manifest.devices:
+        if d.kind != "switch" or d.tier != 1 or d.role is None:
+            continue
+        dn, upn = down[d.name], up[d.name]
+        if dn and (upn == 0 or Fraction(dn, upn) > limit):
+            need = -(-dn * u_ // d_)
+            out.append(rule.finding(
+                f"leaf {d.name} has {dn} down and {upn} up links ({dn}:{upn}); the plan allows "
+                f"{ctx.manifest.fabric.blocking}", f"add {need - upn} uplink(s) or move hosts off {d.name}",
+                ctx.manifest.where_device(d.name), [d.name], down=dn, up=upn))
+    return out
+
+
+def _asymmetric(ctx: LintContext, rule: Rule) -> list[Finding]:
+    # Per switch: links to each upper-tier switch, and down-link counts per spine of a group.
+    ups: dict[str, Counter[str]] = defaultdict(Counter)
+    downs: Counter[str] = Counter()
+    for _i, da, _a, db, _b in ctx.known_links():
+        if da.kind == "switch" and db.kind == "switch" and da.tier != db.tier:
+            lo, hi = (da, db) if da.tier < db.tier else (db, da)
+            ups[lo.name][hi.name] += 1
+            downs[hi.name] += 1
+    out = []
+    groups: dict[tuple[int, str | None], list[Device]] = defaultdict(list)
+    for d in ctx.manifest.devices:
+        if d.kind == "switch" and d.tier >= 2:
+            groups[(d.tier, d.group)].append(d)
+    for (_tier, group), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        counts = Counter(downs[d.name] for d in members)
+        usual, _ = counts.most_common(1)[0]
+        for d in members:
+            if downs[d.name] != usual:
+                out.append(rule.finding(
+                    f"{d.role or 'switch'} {d.name} has {downs[d.name]} down-links; the other "
+                    f"{d.role or 'switch'}s{' of ' + group if group else ''} have {usual}",
+                    f"rebalance the cables so every {d.role or 'switch'} of the group has {usual}",
+                    ctx.manifest.where_device(d.name), [d.name], found=downs[d.name], expected=usual))
+    for name, per_spine in sorted(ups.items()):
+        if len(per_spine) > 1 and max(per_spine.values()) - min(per_spine.values()) > 1:
+            most = max(per_spine, key=lambda k: per_spine[k])
+            least = min(per_spine, key=lambda k: per_spine[k])
+            out.append(rule.finding(
+                f"{name} has {per_spine[most]} links to {most} but {per_spine[least]} to {least}",
+                f"spread {name}'s uplinks evenly over its upper-tier switches", ctx.manifest.where_device(name),
+                [name]))
+    return out
+
+
+def _speed_mismatch(ctx: LintContext, rule: Rule) -> list[Finding]:
+    out = []
+    for i, da, a, db, b in ctx.known_links():
+        lk = ctx.manifest.links[i]
+        want = ctx.manifest.expected_speed(lk)
+        for dev, ep in ((da, a), (db, b)):
+            if want and dev.speed and dev.speed != want:
+                out.append(rule.finding(
+                    f"{lk} is planned at {want} but {dev.name} runs {dev.speed}",
+                    f"use a {dev.speed} cable (set speed: {dev.speed} on the link) or a {want} device",
+                    ctx.manifest.where_link(i), [str(ep)], expected=want, device=dev.speed))
+                break
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("CAB001", "unknown-device", "error", "a link names a device that is not declared", _unknown_device),
+    Rule("CAB002", "duplicate-device", "error", "a device name is declared twice", _duplicate_device),
+    Rule("CAB003", "port-reused", "error", "a port carries more than one cable", _port_reused),
+    Rule("CAB004", "port-invalid", "error",
+         "a switch port beyond the radix, or a host port that is not one of its HCAs", _port_invalid),
+    Rule("CAB005", "self-link", "error", "a cable with both ends on the same device", _self_link),
+    Rule("CAB006", "fabric-islands", "error",
+         "the fabric is not one connected network (HCAs do not forward, so rails must meet at switches)",
+         _islands),
+    Rule("CAB007", "wrong-rail", "error", "HCA k of a host goes to a leaf of another rail", _wrong_rail),
+    Rule("CAB008", "blocking-ratio", "warning",
+         "a leaf has more down-links per up-link than the fabric's blocking ratio", _blocking),
+    Rule("CAB009", "asymmetric-spine", "warning",
+         "spines/cores of one group differ in down-links, or a switch's uplinks are uneven", _asymmetric),
+    Rule("CAB010", "speed-mismatch", "error", "a link's speed differs from a device it connects", _speed_mismatch),
+)
+
+
+def lint(manifest: Manifest, skip: set[str] | None = None) -> Report:
+    """Run every rule (except ids in ``skip``) and collect the findings."""
+    skip = {s.upper() for s in skip or set()}
+    unknown = skip - {r.id for r in RULES}
+    if unknown:
+        from cabling.errors import CablingInputError
+
+        raise CablingInputError(f"unknown rule id(s) {', '.join(sorted(unknown))}",
+                                hint="see 'provision cabling rules' for the list")
+    ctx = LintContext(manifest)
+    report = Report(title=f"lint {manifest._source or 'manifest'}")
+    for rule in RULES:
+        if rule.id in skip:
+            continue
+        report.checks.append(rule.id)
+        report.findings.extend(rule.check(ctx, rule))
+    report.stats = {"devices": len(manifest.devices), "links": len(manifest.links), "rules": len(report.checks)}
+    return report

@@ -1,0 +1,87 @@
+"""InfiniBand link speed and width names, and their ordering (to spot links trained too low)."""
+
+from __future__ import annotations
+
+import re
+
+# Per-lane signalling names in generation order; FDR10 sits between QDR and FDR.
+SPEEDS: tuple[str, ...] = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
+_RANK = {s: i for i, s in enumerate(SPEEDS)}
+
+# Per-lane Gb/s as iblinkinfo prints them.
+_LANE_GBPS = {
+    "2.5": "SDR",
+    "5.0": "DDR",
+    "10.0": "QDR",
+    "10.3125": "FDR10",
+    "14.0625": "FDR",
+    "25.78125": "EDR",
+    "53.125": "HDR",
+    "106.25": "NDR",
+    "212.5": "XDR",
+}
+# Whole-port rates in Gb/s for a 4x port (ibstat "Rate:", NDT "Speed" in Mb/s / 1000).
+_PORT_RATE = {10: "SDR", 20: "DDR", 40: "QDR", 56: "FDR", 100: "EDR", 200: "HDR", 400: "NDR", 800: "XDR"}
+
+_IBNET_RE = re.compile(r"^(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)$", re.IGNORECASE)
+
+
+def normalize_speed(value: str | int | None) -> str | None:
+    """Return the canonical speed name (``"HDR"``) for a name, a 4x rate in Gb/s or Mb/s, or None."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().upper()
+    if text in _RANK:
+        return text
+    if text.endswith("G"):
+        text = text[:-1]
+    if text.isdigit():
+        num = int(text)
+        if num >= 10000:  # NDT spreadsheets give Mb/s
+            num //= 1000
+        if num in _PORT_RATE:
+            return _PORT_RATE[num]
+    raise ValueError(f"unknown link speed {value!r}; use one of {', '.join(SPEEDS)}")
+
+
+def normalize_width(value: str | int | None) -> str | None:
+    """Return the canonical width (``"4x"``) for ``4``, ``"4X"``, ``"IB_4X"``, or None."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower().removeprefix("ib_")
+    if text.isdigit():
+        text += "x"
+    if re.fullmatch(r"(1|2|4|8|12)x", text):
+        return text
+    raise ValueError(f"unknown link width {value!r}; use 1x, 2x, 4x, 8x or 12x")
+
+
+def speed_rank(speed: str) -> int:
+    """Order of a canonical speed (higher is faster)."""
+    return _RANK[speed]
+
+
+def width_lanes(width: str) -> int:
+    """Lane count of a canonical width."""
+    return int(width[:-1])
+
+
+def parse_ibnet_rate(text: str) -> tuple[str, str] | None:
+    """Split ibnetdiscover's ``4xHDR`` into (``"4x"``, ``"HDR"``); None if it is not a rate."""
+    m = _IBNET_RE.match(text.strip())
+    if not m:
+        return None
+    return f"{m.group(1)}x", m.group(2).upper()
+
+
+def speed_from_lane_gbps(gbps: str) -> str | None:
+    """Map iblinkinfo's per-lane ``53.125`` to ``HDR``."""
+    return _LANE_GBPS.get(gbps)
+
+
+def lane_gbps(speed: str) -> str:
+    """Per-lane rate string iblinkinfo prints for a speed (inverse of speed_from_lane_gbps)."""
+    for k, v in _LANE_GBPS.items():
+        if v == speed:
+            return k
+    raise ValueError(speed)
