@@ -1,0 +1,174 @@
+"""The site loader: the example is valid; each kind of broken copy gives one clear error."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from provisioner.exceptions import InventoryError
+from provisioner.inventory import load_site
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
+
+
+def broken_copy(tmp_path: Path, old: str, new: str, count: int = 1) -> Path:
+    """A copy of the example site with one textual change."""
+    text = EXAMPLE.read_text()
+    assert old in text, old
+    site_dir = tmp_path / "broken"
+    site_dir.mkdir()
+    (site_dir / "site.yml").write_text(text.replace(old, new, count))
+    return site_dir / "site.yml"
+
+
+def line_of(path: Path, needle: str, nth: int = 1) -> int:
+    hits = [i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    return hits[nth - 1]
+
+
+def test_example_is_valid() -> None:
+    site = load_site("example")
+    assert site.name == "example"
+    assert len(site.racks) == 2
+    assert len(site.hosts) == 32
+    assert {h.rack for h in site.hosts} == {"r01", "r02"}
+    assert all(h.profile.gpus == 8 and h.profile.ib_hcas == 8 for h in site.hosts)
+    first = site.host("gpu-r01-u03")
+    assert first.bmc.vendor == "dell" and first.bmc.credentials == "idrac"
+    assert first.bmc.ca_bundle == EXAMPLE.parent / "bmc-ca.pem"
+    assert first.root_disk is not None and first.root_disk.model == "Dell BOSS-N1"
+
+
+def test_duplicate_hostname(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "      - u: 5\n", "      - u: 5\n        name: gpu-r01-u03\n")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, '- u: 5')}" in msg
+    assert "racks[0].hosts[1]" in msg
+    assert "duplicate hostname 'gpu-r01-u03'" in msg
+
+
+def test_overlapping_subnets(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "cidr: 10.12.0.0/20", "cidr: 10.10.4.0/22")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, 'cidr: 10.10.4.0/22')}" in msg
+    assert "networks.ipoib.cidr" in msg
+    assert "overlaps network 'provisioning'" in msg
+
+
+def test_two_hosts_in_one_u(tmp_path: Path) -> None:
+    # hosts are 2U: one at U4 overlaps the one at U3
+    path = broken_copy(tmp_path, "      - u: 5\n", "      - u: 4\n")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, '- u: 4')}" in msg
+    assert "racks[0].hosts[1].u" in msg
+    assert "overlaps host 'gpu-r01-u03'" in msg
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "  uplink_gbps: 100\n", "  uplink_gbps: [100\n")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert re.search(rf"{re.escape(str(path))}:\d+", msg)
+    assert "YAML syntax error" in msg
+
+
+def test_missing_credentials_reference(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "credentials: idrac}", "credentials: idrac-typo}", count=2)
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, 'credentials: idrac-typo')}" in msg
+    assert "racks[0].defaults.bmc.credentials" in msg
+    assert "unknown credentials reference 'idrac-typo'" in msg
+    assert "known: idrac" in msg
+
+
+def test_host_without_credentials(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "{vendor: dell, credentials: idrac}", "{vendor: dell}")
+    with pytest.raises(InventoryError, match="has no BMC credentials reference"):
+        load_site(path)
+
+
+def test_unknown_profile(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "      profile: hgx-h100\n", "      profile: hgx-h200\n")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert "unknown profile 'hgx-h200'" in msg and "known: hgx-h100" in msg
+    assert f"{path}:{line_of(path, 'profile: hgx-h200')}" in msg
+
+
+def test_unknown_key_is_an_error(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "  uplink_gbps: 100\n", "  uplink_gpbs: 100\n")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, 'uplink_gpbs')}" in msg
+    assert "unknown key 'uplink_gpbs'" in msg
+
+
+def test_duplicate_yaml_key(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "  uplink_gbps: 100\n", "  uplink_gbps: 100\n  uplink_gbps: 40\n")
+    with pytest.raises(InventoryError, match="duplicate key 'uplink_gbps'"):
+        load_site(path)
+
+
+def test_duplicate_bmc_address(tmp_path: Path) -> None:
+    path = broken_copy(
+        tmp_path,
+        "      - u: 3\n      - u: 5\n",
+        "      - u: 3\n        bmc: {address: 10.11.0.200}\n      - u: 5\n        bmc: {address: 10.11.0.200}\n",
+    )
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert "already used by host 'gpu-r01-u03'" in msg
+    assert f"{path}:{line_of(path, 'address: 10.11.0.200', 2)}" in msg
+
+
+def test_too_small_subnet_is_reported_as_exhaustion(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "cidr: 10.12.0.0/20", "cidr: 10.12.0.0/26")
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert "network 'ipoib' (10.12.0.0/26) is exhausted" in msg
+    assert "widen the CIDR" in msg
+
+
+def test_bad_cidr_and_host_bits(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "cidr: 10.12.0.0/20", "cidr: 10.12.0.1/20")
+    with pytest.raises(InventoryError, match=r"has host bits set.*\n.*did you mean 10\.12\.0\.0/20"):
+        load_site(path)
+
+
+def test_site_not_found_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="provision lab up"):
+        load_site("lab", inventory_dir=tmp_path)
+
+
+def test_select_by_glob_and_rack() -> None:
+    site = load_site("example")
+    assert [h.name for h in site.select(["gpu-r02-u0*"])] == [
+        "gpu-r02-u03",
+        "gpu-r02-u05",
+        "gpu-r02-u07",
+        "gpu-r02-u09",
+    ]
+    assert len(site.select(None, "r01")) == 16
+    with pytest.raises(InventoryError.__mro__[1], match="no host matches"):
+        site.select(["nope-*"])
+
+
+def test_copy_of_example_in_other_dir_loads(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLE.parent, tmp_path / "mysite")
+    assert len(load_site(tmp_path / "mysite").hosts) == 32
