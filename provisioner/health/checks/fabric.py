@@ -1,0 +1,267 @@
+"""PCIe (link width/speed, ACS) and InfiniBand (ports, counters) checks, and firmware versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.errors import ParseError
+from provisioner.health.ib import (
+    IB_ERROR_COUNTERS,
+    IbPort,
+    counter_deltas,
+    parse_counters,
+    parse_ibstat,
+)
+from provisioner.health.model import CheckResult, RemedyKind, Status
+from provisioner.health.nvsmi import NvsmiReport, parse_nvsmi
+from provisioner.health.pcie import (
+    PciDevice,
+    Topology,
+    judge_link,
+    parse_bandwidth_warnings,
+    parse_lspci,
+)
+
+# A GPU this busy keeps its link at full speed; below it, a slow link may be power saving.
+BUSY_PCT = 10
+
+
+def _part(ctx: Context, dev: PciDevice) -> str:
+    if dev.is_gpu:
+        return ctx.gpu_label(dev.addr)
+    if dev.is_hca:
+        return f"HCA at PCI {dev.addr}" + (f" serial {dev.serial}" if dev.serial else "")
+    return f"PCIe port {dev.addr} ({dev.desc.split(' (')[0]})"
+
+
+def _busy_gpus(report: NvsmiReport | None) -> set[str]:
+    return {g.bus_id for g in (report.gpus if report else []) if (g.utilization_pct or 0) >= BUSY_PCT}
+
+
+def check_pcie_links(ctx: Context) -> CheckResult:
+    """GPUs, HCAs and the switch ports above them run at the width and speed both ends can do."""
+    cid = "pcie.links"
+    if ctx.expect.gpus == 0 and ctx.expect.ib_ports == 0:
+        return not_applicable(cid, "host profile has no GPUs or HCAs")
+    sec = ctx.section("lspci")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "lspci (pciutils)")
+    loaded = ctx.section("lspci_loaded")
+    devices = parse_lspci(loaded.text) if loaded is not None and loaded.ok else ctx.pci
+    try:
+        loaded_nvsmi = ctx.section("nvsmi_loaded")
+        report = parse_nvsmi(loaded_nvsmi.text) if loaded_nvsmi and loaded_nvsmi.ok else ctx.nvsmi
+    except ParseError:
+        report = None
+    busy = _busy_gpus(report)
+    topo = Topology(devices)
+    targets = [d for d in devices if d.is_gpu or d.is_hca]
+    if not targets:
+        return result(cid, Status.FAIL, "no GPU or HCA on the PCIe bus", remedy=RemedyKind.REPAIR,
+                      part="GPU baseboard / HCAs")
+    width, speed, idle_slow = [], [], []
+    seen: set[str] = set()
+    for dev in targets:
+        gpu_idle = dev.is_gpu and dev.addr not in busy
+        for node in topo.path(dev):
+            if node.addr in seen:
+                continue
+            seen.add(node.addr)
+            for f in judge_link(node, topo.parent(node)):
+                if f.what == "width":
+                    width.append((f, dev))
+                elif gpu_idle and node is dev:
+                    idle_slow.append((f, dev))  # an idle GPU downclocks its own link
+                else:
+                    speed.append((f, dev))
+    dmesg = [w for w in parse_bandwidth_warnings(ctx.kernel_lines)
+             if w.device in {d.addr for d in targets} and w.width < w.capable_width]
+    observed: dict[str, Any] = {
+        "devices": len(targets),
+        "narrow": [f"{f.addr} x{f.current:g} < x{f.expected:g}" for f, _ in width],
+        "slow": [f"{f.addr} {f.current:g} < {f.expected:g} GT/s" for f, _ in speed],
+        "idle_slow": [f"{f.addr} {f.current:g} GT/s (idle)" for f, _ in idle_slow],
+    }
+    threshold = {"width": "max of both ends", "speed": "max of both ends, GPUs judged under load"}
+    bad = width + speed
+    if bad:
+        parts = sorted({_part(ctx, dev) + (f" via {f.addr}" if f.addr != dev.addr else "")
+                        for f, dev in bad})
+        return result(
+            cid, Status.FAIL, f"{len(bad)} degraded PCIe link(s)", observed=observed,
+            threshold=threshold, remedy=RemedyKind.REPAIR, part="; ".join(parts),
+            detail="reseat the card/riser or cable; replace if the link stays degraded",
+            evidence=[ln for f, _ in bad for ln in f.device.lines[:1]]
+            + [f"{f.addr}: {f.what} {f.current:g} < {f.expected:g}" for f, _ in bad],
+        )
+    if dmesg:
+        return result(
+            cid, Status.WARN, f"kernel reported {len(dmesg)} narrow link(s) at boot (now full)",
+            observed=observed, threshold=threshold, evidence=[w.line for w in dmesg],
+        )
+    note = f"; {len(idle_slow)} idle GPU link(s) downclocked (not judged)" if idle_slow else ""
+    return result(cid, Status.PASS, f"{len(targets)} GPU/HCA links at full width{note}",
+                  observed=observed, threshold=threshold)
+
+
+def check_pcie_acs(ctx: Context) -> CheckResult:
+    """ACS redirection is off on the switch ports between GPUs and HCAs (else P2P crawls)."""
+    cid = "pcie.acs"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, "host profile has no GPUs")
+    sec = ctx.section("lspci")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "lspci (pciutils)")
+    topo = Topology(ctx.pci)
+    ports: dict[str, PciDevice] = {}
+    for dev in ctx.pci:
+        if dev.is_gpu or dev.is_hca:
+            for node in topo.path(dev)[1:]:
+                if node.port_type == "Downstream Port":
+                    ports[node.addr] = node
+    if not ports:
+        return not_applicable(cid, "GPUs sit directly on root ports (no PCIe switch)")
+    unread = [p for p in ports.values() if p.acs_ctl is None]
+    enabled = {a: p.acs_enabled for a, p in ports.items() if p.acs_enabled}
+    observed = {"switch_ports": len(ports), "acs_enabled": enabled}
+    if enabled:
+        return result(
+            cid, Status.FAIL, f"ACS enabled on {len(enabled)} switch port(s) under GPUs/HCAs",
+            observed=observed, threshold={"ACSCtl": "all '-'"}, remedy=RemedyKind.REBOOT,
+            detail="the image disables ACS at boot (setpci); reboot, re-image if it persists",
+            evidence=[f"{a}: {', '.join(v)}+" for a, v in enabled.items()],
+        )
+    if len(unread) == len(ports):
+        return result(cid, Status.ERROR, "ACSCtl not readable (lspci needs root)", observed=observed)
+    return result(cid, Status.PASS, f"ACS off on {len(ports)} switch port(s)", observed=observed)
+
+
+def _ib_ports(ctx: Context, cid: str) -> list[IbPort] | CheckResult:
+    if ctx.expect.ib_ports == 0:
+        return not_applicable(cid, "host profile has no InfiniBand HCAs")
+    sec = ctx.section("ibstat")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "ibstat (infiniband-diags)")
+    try:
+        return parse_ibstat(sec.text)
+    except ParseError as exc:
+        return result(cid, Status.ERROR, str(exc), evidence=sec.text.splitlines()[:5])
+
+
+def fabric_ports(ports: list[IbPort], link_layer: str, rate: int | None) -> list[IbPort]:
+    """The compute-fabric ports: the site's link layer, on HCA types that run at its rate.
+
+    Hosts also carry other HCAs (e.g. a 100G ConnectX-6 Dx for storage); those are told apart
+    by CA type: a type with any port up at the fabric rate is a fabric HCA, so its down ports
+    count as down fabric ports.
+    """
+    layer = [p for p in ports if (p.link_layer or "InfiniBand") == link_layer]
+    if rate is None:
+        return layer
+    fabric_types = {p.ca_type for p in layer if p.active and p.rate == rate}
+    return [p for p in layer if p.ca_type in fabric_types] if fabric_types else layer
+
+
+def check_ib_ports(ctx: Context) -> CheckResult:
+    """The expected number of fabric ports are Active/LinkUp at the expected rate."""
+    cid = "ib.ports"
+    ports = _ib_ports(ctx, cid)
+    if isinstance(ports, CheckResult):
+        return ports
+    want, rate = ctx.expect.ib_ports, ctx.expect.ib_rate_gbps
+    fabric = fabric_ports(ports, ctx.expect.settings.fabric_link_layer, rate)
+    good = [p for p in fabric if p.active and (rate is None or p.rate == rate)]
+    bad = [p for p in fabric if p not in good]
+    observed = {"fabric_ports": len(fabric), "active_at_rate": len(good),
+                "bad": {p.name: f"{p.state}/{p.physical_state} {p.rate}G" for p in bad}}
+    threshold = {"ports": want, "rate_gbps": rate, "link_layer": ctx.expect.settings.fabric_link_layer}
+    if len(good) < want or bad:
+        parts = [f"HCA {p.name} port GUID {p.port_guid or '?'} ({p.ca_type})" for p in bad]
+        missing = max(0, want - len(fabric))
+        if missing:
+            parts.append(f"{missing} fabric port(s) not seen at all")
+        return result(
+            cid, Status.FAIL, f"{len(good)} of {want} fabric ports Active at {rate}G",
+            observed=observed, threshold=threshold, remedy=RemedyKind.REPAIR, part="; ".join(parts),
+            detail="check the cable and transceiver at both ends, then the switch port",
+            evidence=[f"{p.name}: State {p.state}, Physical state {p.physical_state}, Rate {p.rate}"
+                      for p in bad],
+        )
+    return result(cid, Status.PASS, f"{len(good)} fabric ports Active at {rate}G",
+                  observed=observed, threshold=threshold)
+
+
+def check_ib_counters(ctx: Context) -> CheckResult:
+    """InfiniBand error counters do not rise between the two reads."""
+    cid = "ib.counters"
+    if ctx.expect.ib_ports == 0:
+        return not_applicable(cid, "host profile has no InfiniBand HCAs")
+    s0, s1 = ctx.section("ib_counters_0"), ctx.section("ib_counters_1")
+    if s0 is None or s1 is None or not s0.ok or not s1.ok:
+        return result(cid, Status.ERROR, "no readable /sys/class/infiniband/*/ports/*/counters")
+    rising = counter_deltas(parse_counters(s0.text), parse_counters(s1.text))
+    observed = {"rising": rising, "interval_s": ctx.expect.settings.counter_interval_s}
+    if not rising:
+        return result(cid, Status.PASS, "error counters steady", observed=observed,
+                      threshold={"rise": 0})
+    fatal = {p for p, c in rising.items() if any(IB_ERROR_COUNTERS.get(n) for n in c)}
+    evidence = [f"{p} {n} +{d}" for p, c in rising.items() for n, d in c.items()]
+    if fatal:
+        return result(cid, Status.FAIL, f"link errors rising on {', '.join(sorted(fatal))}",
+                      observed=observed, threshold={"rise": 0}, remedy=RemedyKind.REPAIR,
+                      part="; ".join(f"HCA {p} cable/transceiver" for p in sorted(fatal)),
+                      evidence=evidence)
+    return result(cid, Status.WARN, f"error counters rising on {', '.join(sorted(rising))}",
+                  observed=observed, threshold={"rise": 0}, evidence=evidence)
+
+
+def _allowed(expected: Any) -> list[str]:
+    return [str(x) for x in expected] if isinstance(expected, list) else [str(expected)]
+
+
+def check_firmware(ctx: Context) -> CheckResult:
+    """GPU VBIOS and HCA firmware match the site's expected manifest."""
+    cid = "firmware.versions"
+    manifest = ctx.expect.firmware
+    if not manifest:
+        return not_applicable(cid, "site has no settings.expected_firmware manifest")
+    found: dict[str, str] = {}
+    wrong: list[str] = []
+    parts: list[str] = []
+    vbios = manifest.get("gpu_vbios")
+    if vbios and ctx.expect.gpus:
+        try:
+            report = ctx.nvsmi
+        except ParseError:
+            report = None
+        for g in report.gpus if report else []:
+            found[g.label()] = g.vbios or "?"
+            if g.vbios not in _allowed(vbios):
+                wrong.append(f"{g.label()}: VBIOS {g.vbios}, expected {vbios}")
+                parts.append(g.label())
+    hca = manifest.get("hca_firmware")
+    if hca and ctx.expect.ib_ports:
+        try:
+            ports = parse_ibstat(ctx.text("ibstat"))
+        except ParseError:
+            ports = []
+        by_ca: dict[str, IbPort] = {p.ca: p for p in ports}
+        for ca, p in sorted(by_ca.items()):
+            want = hca.get(p.ca_type or "", hca.get("default")) if isinstance(hca, dict) else hca
+            if want is None:
+                continue
+            found[ca] = p.firmware or "?"
+            if p.firmware not in _allowed(want):
+                wrong.append(f"{ca} ({p.ca_type}): firmware {p.firmware}, expected {want}")
+                parts.append(f"HCA {ca}")
+    if not found:
+        return result(cid, Status.ERROR, "no firmware version could be read (nvidia-smi/ibstat)",
+                      threshold=dict(manifest))
+    if wrong:
+        return result(cid, Status.FAIL, f"{len(wrong)} component(s) off the firmware manifest",
+                      observed=found, threshold=dict(manifest), remedy=RemedyKind.REIMAGE,
+                      part=", ".join(parts), detail="re-run the firmware update role", evidence=wrong)
+    return result(cid, Status.PASS, f"{len(found)} component(s) on the expected firmware",
+                  observed=found, threshold=dict(manifest))
+

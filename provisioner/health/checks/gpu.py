@@ -1,0 +1,420 @@
+"""GPU checks: count/model, ECC, row remapping, Xid/SXid, NVLink, throttling, GPUDirect, Docker."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.errors import ParseError
+from provisioner.health.model import CheckResult, RemedyKind, Status
+from provisioner.health.nvlink import parse_nvlink_errors, parse_nvlink_status
+from provisioner.health.nvsmi import Gpu
+from provisioner.health.xid import XidAction, XidEvent, parse_kernel_log
+
+NO_GPUS = "host profile has no GPUs"
+
+
+def _gpus(ctx: Context, check_id: str) -> list[Gpu] | CheckResult:
+    """The host's GPUs from nvidia-smi, or the result to return when they cannot be read."""
+    if ctx.expect.gpus == 0:
+        return not_applicable(check_id, NO_GPUS)
+    sec = ctx.section("nvsmi")
+    if sec is None or sec.missing:
+        return missing_tool(check_id, "nvidia-smi (NVIDIA driver)")
+    if not sec.ok:
+        return result(
+            check_id, Status.FAIL, f"nvidia-smi -q failed (exit {sec.rc})", remedy=RemedyKind.REBOOT,
+            detail="the driver does not answer; reboot, then re-image if it persists",
+            evidence=sec.text.splitlines()[-5:],
+        )
+    try:
+        report = ctx.nvsmi
+    except ParseError as exc:
+        return result(check_id, Status.ERROR, str(exc), evidence=sec.text.splitlines()[:5])
+    assert report is not None
+    return report.gpus
+
+
+def check_gpu_count(ctx: Context) -> CheckResult:
+    """All expected GPUs are on the PCIe bus and answer the driver, with the expected model."""
+    cid = "gpu.count"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    on_bus = [d for d in ctx.pci if d.is_gpu]
+    gpus = _gpus(ctx, cid)
+    want = ctx.expect.gpus
+    observed: dict[str, object] = {"pci_gpus": len(on_bus) if ctx.text("lspci") else None}
+    threshold = {"gpus": want, "model": ctx.expect.gpu_model}
+    if ctx.text("lspci") and len(on_bus) < want:
+        return result(
+            cid, Status.FAIL, f"{len(on_bus)} of {want} GPUs on the PCIe bus",
+            observed=observed, threshold=threshold, remedy=RemedyKind.REPAIR,
+            part=f"GPU baseboard: {want - len(on_bus)} GPU(s) missing from PCIe",
+            detail="reseat or replace the missing GPU (compare the listed addresses with the "
+            "board's slot map)",
+            evidence=[d.lines[0] for d in on_bus],
+        )
+    if isinstance(gpus, CheckResult):
+        return gpus
+    assert ctx.nvsmi is not None
+    observed.update({"driver_gpus": len(gpus), "attached": ctx.nvsmi.attached,
+                     "models": sorted({g.product or "?" for g in gpus})})
+    if ctx.nvsmi.truncated or len(gpus) < want:
+        return result(
+            cid, Status.FAIL,
+            f"driver reports {len(gpus)} GPU(s) ({ctx.nvsmi.attached} attached) of {want}",
+            observed=observed, threshold=threshold, remedy=RemedyKind.REBOOT,
+            detail="a GPU is on the bus but the driver lost it; reboot, repair if it recurs",
+            evidence=[g.label() for g in gpus],
+        )
+    model = ctx.expect.gpu_model
+    wrong = [g for g in gpus if model and model.lower() not in (g.product or "").lower()]
+    if wrong:
+        return result(
+            cid, Status.FAIL, f"{len(wrong)} GPU(s) are not {model}", observed=observed,
+            threshold=threshold, remedy=RemedyKind.REPAIR,
+            part=", ".join(f"{g.label()} ({g.product})" for g in wrong),
+        )
+    return result(cid, Status.PASS, f"{len(gpus)} x {observed['models'][0]}",  # type: ignore[index]
+                  observed=observed, threshold=threshold)
+
+
+def check_ecc(ctx: Context) -> CheckResult:
+    """ECC is on, and no uncorrectable ECC error since the driver loaded."""
+    cid = "gpu.ecc"
+    gpus = _gpus(ctx, cid)
+    if isinstance(gpus, CheckResult):
+        return gpus
+    off = [g for g in gpus if g.ecc_current is False]
+    off_pending_on = [g for g in off if g.ecc_pending]
+    volatile = [g for g in gpus if (g.uncorrectable_volatile or 0) > 0]
+    aggregate = [g for g in gpus if (g.uncorrectable_aggregate or 0) > 0]
+    observed = {
+        "ecc_off": [g.bus_id for g in off],
+        "uncorrectable_volatile": {g.bus_id: g.uncorrectable_volatile for g in volatile},
+        "uncorrectable_aggregate": {g.bus_id: g.uncorrectable_aggregate for g in aggregate},
+    }
+    threshold = {"ecc": "Enabled", "uncorrectable_volatile": 0}
+    if volatile:
+        return result(
+            cid, Status.FAIL, f"uncorrectable ECC errors on {len(volatile)} GPU(s) since driver load",
+            observed=observed, threshold=threshold, remedy=RemedyKind.RESET_GPU,
+            part=", ".join(g.label() for g in volatile),
+            detail="reset the GPU(s) to retire/remap the rows; repair if errors return",
+        )
+    if off:
+        kind = RemedyKind.REBOOT if len(off_pending_on) == len(off) else RemedyKind.REIMAGE
+        return result(
+            cid, Status.FAIL, f"ECC disabled on {len(off)} GPU(s)", observed=observed,
+            threshold=threshold, remedy=kind, part=", ".join(g.label() for g in off),
+            detail="ECC is enabled pending a reboot" if kind is RemedyKind.REBOOT
+            else "enable ECC (nvidia-smi -e 1) in the image, then reboot",
+        )
+    if aggregate:
+        return result(
+            cid, Status.WARN, f"{len(aggregate)} GPU(s) had uncorrectable ECC errors in the past",
+            observed=observed, threshold=threshold, part=", ".join(g.label() for g in aggregate),
+        )
+    if all(g.ecc_current is None for g in gpus):
+        return not_applicable(cid, "these GPUs do not report ECC")
+    return result(cid, Status.PASS, f"ECC on, no uncorrectable errors on {len(gpus)} GPU(s)",
+                  observed=observed, threshold=threshold)
+
+
+def check_row_remap(ctx: Context) -> CheckResult:
+    """No row-remapping failure, no remap pending a reset, no GPU asking for a reset."""
+    cid = "gpu.row_remap"
+    gpus = _gpus(ctx, cid)
+    if isinstance(gpus, CheckResult):
+        return gpus
+    if all(g.remap_pending is None and g.reset_required is None for g in gpus):
+        return not_applicable(cid, "these GPUs have no row remapper (pre-Ampere)")
+    failed = [g for g in gpus if g.remap_failure]
+    pending = [g for g in gpus if g.remap_pending or g.reset_required or g.drain_recommended]
+    many = [g for g in gpus if (g.remap_uncorrectable or 0) >= ctx.expect.settings.remap_rows_warn]
+    observed = {
+        "remap_failure": [g.bus_id for g in failed],
+        "pending_or_reset_required": [g.bus_id for g in pending],
+        "uncorrectable_remaps": {g.bus_id: g.remap_uncorrectable for g in gpus if g.remap_uncorrectable},
+    }
+    threshold = {"remap_failure": False, "pending": False,
+                 "uncorrectable_remaps_warn": ctx.expect.settings.remap_rows_warn}
+    if failed:
+        return result(
+            cid, Status.FAIL, f"row remapping failed on {len(failed)} GPU(s): out of spare rows",
+            observed=observed, threshold=threshold, remedy=RemedyKind.REPAIR,
+            part=", ".join(g.label() for g in failed), detail="replace the GPU (RMA)",
+        )
+    if pending:
+        return result(
+            cid, Status.FAIL, f"{len(pending)} GPU(s) need a reset to apply remapped rows",
+            observed=observed, threshold=threshold, remedy=RemedyKind.RESET_GPU,
+            part=", ".join(g.label() for g in pending),
+        )
+    if many:
+        return result(
+            cid, Status.WARN, f"{len(many)} GPU(s) have remapped many rows", observed=observed,
+            threshold=threshold, part=", ".join(g.label() for g in many),
+        )
+    return result(cid, Status.PASS, "no remap failure or pending remap", observed=observed,
+                  threshold=threshold)
+
+
+_ACTION_STATUS = {
+    XidAction.CONTACT_SUPPORT: (Status.FAIL, RemedyKind.REPAIR),
+    XidAction.REBOOT: (Status.FAIL, RemedyKind.REBOOT),
+    XidAction.RESET_GPU: (Status.FAIL, RemedyKind.RESET_GPU),
+    XidAction.UNKNOWN: (Status.WARN, RemedyKind.NONE),
+    XidAction.WORKFLOW: (Status.WARN, RemedyKind.NONE),
+    XidAction.IGNORE: (Status.PASS, RemedyKind.NONE),
+}
+_ACTION_ORDER = [XidAction.IGNORE, XidAction.WORKFLOW, XidAction.UNKNOWN, XidAction.RESET_GPU,
+                 XidAction.REBOOT, XidAction.CONTACT_SUPPORT]
+
+
+def _judge_events(ctx: Context, cid: str, events: list[XidEvent], what: str) -> CheckResult:
+    if not events:
+        return result(cid, Status.PASS, f"no {what} since boot")
+    worst = max(events, key=lambda e: _ACTION_ORDER.index(e.action))
+    status, remedy = _ACTION_STATUS[worst.action]
+    counts = Counter(f"{e.code}@{e.bus_id}" for e in events)
+    bad = [e for e in events if e.action == worst.action]
+    parts = sorted({ctx.gpu_label(e.bus_id) if e.kind == "xid" else f"NVSwitch at PCI {e.bus_id}"
+                    for e in bad})
+    codes = sorted({e.code for e in bad})
+    return result(
+        cid, status,
+        f"{what} {', '.join(map(str, codes))} ({worst.description}): action {worst.action.value}",
+        observed={"events": dict(counts), "worst_action": worst.action.value},
+        threshold={"allowed_actions": ["ignore"]},
+        remedy=remedy, part=", ".join(parts) if parts else None,
+        detail=f"NVIDIA Xid catalogue bucket: {worst.action.value}",
+        evidence=[e.line for e in bad],
+    )
+
+
+def check_xid(ctx: Context) -> CheckResult:
+    """Xid events since boot, judged by the catalogue's action bucket."""
+    cid = "gpu.xid"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    sec = ctx.section("kernel_log")
+    if sec is None or not sec.ok:
+        return result(cid, Status.ERROR, "could not read the kernel log (dmesg/journalctl)")
+    events = [e for e in parse_kernel_log(ctx.kernel_lines) if e.kind == "xid"]
+    return _judge_events(ctx, cid, events, "Xid")
+
+
+def check_sxid(ctx: Context) -> CheckResult:
+    """NVSwitch SXid events since boot: fatal ones need a reboot."""
+    cid = "nvswitch.sxid"
+    if not ctx.expect.nvswitch:
+        return not_applicable(cid, "host profile has no NVSwitch")
+    sec = ctx.section("kernel_log")
+    if sec is None or not sec.ok:
+        return result(cid, Status.ERROR, "could not read the kernel log (dmesg/journalctl)")
+    events = [e for e in parse_kernel_log(ctx.kernel_lines) if e.kind == "sxid"]
+    res = _judge_events(ctx, cid, events, "SXid")
+    if res.status is Status.PASS and events:
+        # Non-fatal SXids are logged for link retraining too; report them without failing.
+        return res.model_copy(update={"status": Status.WARN})
+    return res
+
+
+_NVLINK_FAIL_COUNTERS = ("Recovery Errors",)
+
+
+def check_nvlink(ctx: Context) -> CheckResult:
+    """Every NVLink active, and error counters not rising between the two reads."""
+    cid = "gpu.nvlink"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    if not ctx.expect.nvswitch:
+        return not_applicable(cid, "host profile has no NVLink/NVSwitch fabric")
+    sec = ctx.section("nvlink_status")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "nvidia-smi (NVIDIA driver)")
+    status = parse_nvlink_status(sec.text)
+    if not status:
+        return result(cid, Status.ERROR, "nvidia-smi nvlink --status printed no GPU",
+                      evidence=sec.text.splitlines()[:5])
+    down = [ln for links in status.values() for ln in links if ln.speed_gbs is None]
+    speeds = Counter(ln.speed_gbs for links in status.values() for ln in links if ln.speed_gbs)
+    before = parse_nvlink_errors(ctx.text("nvlink_errors_0"))
+    after = parse_nvlink_errors(ctx.text("nvlink_errors_1"))
+    rising = {k: v - before[k] for k, v in after.items() if k in before and v > before[k]}
+    observed = {"gpus": len(status), "links": sum(len(v) for v in status.values()),
+                "inactive": [f"gpu{ln.gpu}/link{ln.link}" for ln in down],
+                "speeds_gbs": {str(k): v for k, v in speeds.items()}, "rising_counters": rising}
+    threshold = {"inactive": 0, "rising_counters": 0}
+    if down:
+        gpus = sorted({ln.gpu for ln in down})
+        return result(
+            cid, Status.FAIL, f"{len(down)} NVLink(s) inactive on GPU(s) {gpus}",
+            observed=observed, threshold=threshold, remedy=RemedyKind.RESET_GPU,
+            part=", ".join(f"GPU index {g}" for g in gpus),
+            detail="reset the GPUs (with fabric manager restart); repair the baseboard if "
+            "the links stay down",
+            evidence=[f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down],
+        )
+    if any(k.endswith(_NVLINK_FAIL_COUNTERS) for k in rising):
+        return result(cid, Status.FAIL, "NVLink recovery errors rising", observed=observed,
+                      threshold=threshold, remedy=RemedyKind.RESET_GPU,
+                      evidence=[f"{k} +{v}" for k, v in rising.items()])
+    if rising:
+        return result(cid, Status.WARN, f"{len(rising)} NVLink error counter(s) rising",
+                      observed=observed, threshold=threshold,
+                      evidence=[f"{k} +{v}" for k, v in rising.items()])
+    return result(cid, Status.PASS, f"{observed['links']} links active, counters steady",
+                  observed=observed, threshold=threshold)
+
+
+# DCGM clock-event reason bits (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS / _CLOCKS_EVENT_REASONS)
+_DCGM_REASONS = {
+    0x1: "Idle", 0x2: "Applications Clocks Setting", 0x4: "SW Power Cap", 0x8: "HW Slowdown",
+    0x10: "Sync Boost", 0x20: "SW Thermal Slowdown", 0x40: "HW Thermal Slowdown",
+    0x80: "HW Power Brake Slowdown", 0x100: "Display Clock Setting",
+}
+_ALLOWED_REASONS = {"Idle", "SW Power Cap", "Applications Clocks Setting", "Display Clock Setting",
+                    "Sync Boost"}
+_DCGM_LINE = re.compile(
+    r"^DCGM_FI_DEV_(?:CLOCK_THROTTLE_REASONS|CLOCKS_EVENT_REASONS)\{(?P<labels>[^}]*)\}\s+"
+    r"(?P<value>[\d.e+]+)"
+)
+
+
+def parse_dcgm_reasons(metrics: str) -> dict[str, list[str]]:
+    """dcgm-exporter /metrics -> {gpu: [active clock-event reasons]}."""
+    out: dict[str, list[str]] = {}
+    for line in metrics.splitlines():
+        m = _DCGM_LINE.match(line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels")))
+        gpu = labels.get("pci_bus_id") or labels.get("gpu") or "?"
+        mask = int(float(m.group("value")))
+        out[gpu] = [name for bit, name in _DCGM_REASONS.items() if mask & bit]
+    return out
+
+
+def check_throttle(ctx: Context) -> CheckResult:
+    """dcgm-exporter answers, and no GPU is slowed by anything but idle or the power cap."""
+    cid = "gpu.throttle"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    reasons: dict[str, list[str]] = {}
+    source = "dcgm-exporter"
+    sec = ctx.section("dcgm")
+    if ctx.expect.dcgm_expected:
+        if sec is None or not sec.ok:
+            rc = "not installed" if sec is not None and sec.missing else "not answering"
+            return result(
+                cid, Status.FAIL, f"dcgm-exporter {rc} at {ctx.expect.settings.dcgm_exporter_url}",
+                remedy=RemedyKind.REIMAGE, detail="the monitoring role installs dcgm-exporter",
+                evidence=sec.text.splitlines()[-3:] if sec else [],
+            )
+        reasons = parse_dcgm_reasons(sec.text)
+        if not reasons:
+            return result(cid, Status.ERROR, "dcgm-exporter serves no clock-event reason metric",
+                          evidence=sec.text.splitlines()[:3])
+    else:
+        gpus = _gpus(ctx, cid)
+        if isinstance(gpus, CheckResult):
+            return gpus
+        source = "nvidia-smi"
+        reasons = {g.bus_id: g.throttle_active for g in gpus}
+    bad = {gpu: sorted(set(r) - _ALLOWED_REASONS) for gpu, r in reasons.items()}
+    bad = {k: v for k, v in bad.items() if v}
+    observed = {"source": source, "reasons": reasons}
+    threshold = {"allowed": sorted(_ALLOWED_REASONS)}
+    if bad:
+        thermal = any("Thermal" in r for v in bad.values() for r in v)
+        return result(
+            cid, Status.WARN, f"{len(bad)} GPU(s) slowed down: "
+            + ", ".join(sorted({r for v in bad.values() for r in v})),
+            observed=observed, threshold=threshold,
+            detail="check cooling (fans, inlet temperature)" if thermal
+            else "check PSU/power-brake signal from the BMC",
+            evidence=[f"{k}: {', '.join(v)}" for k, v in bad.items()],
+        )
+    return result(cid, Status.PASS, f"{len(reasons)} GPU(s) not throttled ({source})",
+                  observed=observed, threshold=threshold)
+
+
+def check_gpudirect(ctx: Context) -> CheckResult:
+    """GPUDirect RDMA is possible: nvidia_peermem loaded (or DMA-BUF where the site chose it)."""
+    cid = "gpu.gpudirect"
+    if ctx.expect.gpus == 0 or ctx.expect.ib_ports == 0:
+        return not_applicable(cid, "host has no GPUs or no InfiniBand HCAs")
+    modules = {ln.split()[0] for ln in ctx.text("modules").splitlines() if ln.strip()}
+    if ctx.expect.settings.gpudirect == "peermem":
+        if "nvidia_peermem" in modules:
+            return result(cid, Status.PASS, "nvidia_peermem loaded",
+                          observed={"modules": ["nvidia_peermem"]})
+        return result(cid, Status.FAIL, "nvidia_peermem is not loaded: no GPUDirect RDMA",
+                      observed={"nvidia_loaded": "nvidia" in modules},
+                      threshold={"module": "nvidia_peermem"}, remedy=RemedyKind.REBOOT,
+                      detail="the image loads nvidia_peermem at boot (modules-load.d); "
+                      "re-image if a reboot does not load it")
+    kernel = dict(ln.split("=", 1) for ln in ctx.text("meta").splitlines() if "=" in ln).get("kernel", "")
+    m = re.match(r"(\d+)\.(\d+)", kernel)
+    new_enough = bool(m) and (int(m.group(1)), int(m.group(2))) >= (5, 12)  # type: ignore[union-attr]
+    if "nvidia" in modules and new_enough:
+        return result(cid, Status.PASS, f"DMA-BUF: nvidia loaded on kernel {kernel}",
+                      observed={"kernel": kernel})
+    return result(cid, Status.FAIL, f"DMA-BUF GPUDirect needs kernel >= 5.12 and the nvidia module "
+                  f"(kernel {kernel or '?'}, nvidia {'loaded' if 'nvidia' in modules else 'absent'})",
+                  observed={"kernel": kernel}, remedy=RemedyKind.REIMAGE)
+
+
+def check_docker_gpu(ctx: Context) -> CheckResult:
+    """Docker runs a GPU container that sees every GPU."""
+    cid = "docker.gpu"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    if not ctx.expect.settings.docker_gpu_image:
+        return not_applicable(cid, "settings.health.docker_gpu_image is not set")
+    sec = ctx.section("docker_gpu")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "docker")
+    listed = [ln for ln in sec.text.splitlines() if ln.startswith("GPU ")]
+    if not sec.ok or len(listed) < ctx.expect.gpus:
+        return result(
+            cid, Status.FAIL, f"GPU container saw {len(listed)} of {ctx.expect.gpus} GPUs "
+            f"(exit {sec.rc})", observed={"gpus_seen": len(listed)},
+            threshold={"gpus": ctx.expect.gpus}, remedy=RemedyKind.REIMAGE,
+            detail="nvidia-container-toolkit or the Docker runtime config is broken",
+            evidence=sec.text.splitlines()[-5:],
+        )
+    return result(cid, Status.PASS, f"container sees {len(listed)} GPUs",
+                  observed={"gpus_seen": len(listed)})
+
+
+def check_dcgm_diag(ctx: Context) -> CheckResult:
+    """``dcgmi diag -r 2`` (--deep): every test passes."""
+    cid = "gpu.dcgm_diag"
+    if ctx.expect.gpus == 0:
+        return not_applicable(cid, NO_GPUS)
+    sec = ctx.section("dcgm_diag")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "dcgmi (DCGM)")
+    try:
+        doc = json.loads(sec.text[sec.text.index("{"):])
+    except ValueError:
+        return result(cid, Status.ERROR, f"dcgmi diag printed no JSON (exit {sec.rc})",
+                      evidence=sec.text.splitlines()[-5:])
+    failures: list[str] = []
+    for cat in doc.get("DCGM GPU Diagnostic", {}).get("test_categories", []):
+        for test in cat.get("tests", []):
+            for res in test.get("results", []):
+                if str(res.get("status", "")).lower() == "fail":
+                    gpu = res.get("gpu_id", res.get("entity_id", "?"))
+                    info = res.get("warnings") or res.get("info") or ""
+                    failures.append(f"{test.get('name')}: GPU {gpu} {info}".strip())
+    if failures or sec.rc != 0:
+        return result(cid, Status.FAIL, f"dcgmi diag: {len(failures)} failing test result(s)",
+                      observed={"failures": failures, "rc": sec.rc}, remedy=RemedyKind.REPAIR,
+                      part="GPU(s) named in the evidence", evidence=failures)
+    return result(cid, Status.PASS, "dcgmi diag -r 2 passed")

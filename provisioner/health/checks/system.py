@@ -1,0 +1,149 @@
+"""Host checks that apply to every host: disk use, ZFS + Docker, kernel-log lines off the allow-list."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.config import DEFAULT_KERNEL_ALLOW
+from provisioner.health.errors import ParseError
+from provisioner.health.model import CheckResult, RemedyKind, Status
+from provisioner.health.pcie import parse_bandwidth_warnings
+from provisioner.health.xid import parse_kernel_log
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One ``df -P -B1`` line."""
+
+    source: str
+    size: int
+    used: int
+    mountpoint: str
+
+    @property
+    def use_pct(self) -> float:
+        """Used share of the filesystem, as df counts it (used / (used + available))."""
+        return 100.0 * self.used / self.size if self.size else 0.0
+
+
+def parse_df(text: str) -> list[Mount]:
+    """``df -P -B1`` -> mounts; raises ParseError without the POSIX header."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("Filesystem"):
+        raise ParseError("df -P", "no 'Filesystem' header line")
+    out = []
+    for line in lines[1:]:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[1].isdigit() and parts[2].isdigit() and parts[3].isdigit():
+            used, avail = int(parts[2]), int(parts[3])
+            out.append(Mount(parts[0], used + avail, used, parts[5]))
+    return out
+
+
+def check_disk(ctx: Context) -> CheckResult:
+    """Every local filesystem below the fail threshold (95% by default)."""
+    cid = "disk.usage"
+    sec = ctx.section("df")
+    if sec is None or not sec.text:
+        return result(cid, Status.ERROR, "df printed nothing")
+    try:
+        mounts = parse_df(sec.text)
+    except ParseError as exc:
+        return result(cid, Status.ERROR, str(exc), evidence=sec.text.splitlines()[:3])
+    s = ctx.expect.settings
+    usage = {m.mountpoint: round(m.use_pct, 1) for m in mounts}
+    full = {k: v for k, v in usage.items() if v >= s.disk_fail_pct}
+    high = {k: v for k, v in usage.items() if s.disk_warn_pct <= v < s.disk_fail_pct}
+    threshold = {"warn_pct": s.disk_warn_pct, "fail_pct": s.disk_fail_pct}
+    if full:
+        return result(cid, Status.FAIL, "filesystem(s) full: " + ", ".join(f"{k} {v}%" for k, v in full.items()),
+                      observed=usage, threshold=threshold,
+                      detail="free space (docker image prune, old checkpoints, logs); "
+                      "nothing is deleted automatically")
+    if high:
+        return result(cid, Status.WARN, "filesystem(s) filling: " + ", ".join(f"{k} {v}%" for k, v in high.items()),
+                      observed=usage, threshold=threshold)
+    return result(cid, Status.PASS, f"{len(mounts)} filesystem(s) below {s.disk_warn_pct:g}%",
+                  observed=usage, threshold=threshold)
+
+
+def check_zfs_docker(ctx: Context) -> CheckResult:
+    """Every zpool ONLINE, and Docker's data root on ZFS (when the site uses ZFS)."""
+    cid = "zfs.docker"
+    sec = ctx.section("zpool")
+    if not ctx.expect.settings.zfs and (sec is None or sec.missing or not sec.text.strip()):
+        return not_applicable(cid, "site does not use ZFS (settings.health.zfs) and no pool exists")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "zpool (zfsutils)")
+    pools = [ln.split("\t") for ln in sec.text.splitlines() if ln.strip()]
+    unhealthy = [p for p in pools if len(p) >= 2 and p[1] != "ONLINE"]
+    observed: dict[str, object] = {"pools": {p[0]: p[1] for p in pools if len(p) >= 2}}
+    if not pools:
+        return result(cid, Status.FAIL, "no zpool imported", remedy=RemedyKind.REIMAGE,
+                      detail="the image creates the pool; re-imaging only touches the root disk")
+    if unhealthy:
+        return result(
+            cid, Status.FAIL, "zpool(s) not ONLINE: " + ", ".join(f"{p[0]} {p[1]}" for p in unhealthy),
+            observed=observed, threshold={"health": "ONLINE"}, remedy=RemedyKind.REPAIR,
+            part=", ".join(f"disk(s) of pool {p[0]} (see zpool status)" for p in unhealthy),
+            evidence=["\t".join(p) for p in unhealthy],
+        )
+    if not ctx.expect.settings.zfs:
+        return result(cid, Status.PASS, "zpool(s) ONLINE", observed=observed)
+    info = ctx.section("docker_info")
+    if info is None or info.missing:
+        return missing_tool(cid, "docker")
+    try:
+        doc = json.loads(info.text.strip().splitlines()[-1]) if info.ok else {}
+    except (ValueError, IndexError):
+        doc = {}
+    driver = doc.get("Driver")
+    observed.update({"docker_driver": driver, "docker_root": doc.get("DockerRootDir")})
+    if driver != "zfs":
+        return result(cid, Status.FAIL, f"Docker storage driver is {driver or 'unknown'}, not zfs",
+                      observed=observed, threshold={"docker_driver": "zfs"},
+                      remedy=RemedyKind.REIMAGE, evidence=info.text.splitlines()[-2:])
+    return result(cid, Status.PASS, "zpool(s) ONLINE, Docker on zfs", observed=observed)
+
+
+def kernel_offenders(lines: list[str], allow: list[str]) -> list[str]:
+    """Error-level kernel lines matching none of the allow-list patterns (Xid/SXid lines and
+    PCIe bandwidth notes are judged by their own checks and skipped here)."""
+    patterns = [re.compile(p) for p in [*DEFAULT_KERNEL_ALLOW, *allow]]
+    judged = {e.line for e in parse_kernel_log(lines)} | {w.line for w in parse_bandwidth_warnings(lines)}
+    out = []
+    for line in lines:
+        text = line.strip()
+        if not text or text in judged or line.rstrip("\n") in judged:
+            continue
+        if text.startswith("-- ") or text.startswith("No entries"):
+            continue  # journalctl banners
+        if any(p.search(text) for p in patterns):
+            continue
+        out.append(text)
+    return out
+
+
+def check_kernel_log(ctx: Context) -> CheckResult:
+    """No error-level kernel message since boot outside the allow-list."""
+    cid = "kernel.log"
+    sec = ctx.section("kernel_errors")
+    if sec is None or not sec.ok:
+        return result(cid, Status.ERROR, "could not read error-level kernel messages "
+                      "(dmesg needs root or sudo; journalctl needs the systemd-journal group)",
+                      evidence=sec.text.splitlines()[-2:] if sec else [])
+    allow = ctx.expect.settings.kernel_log_allow
+    try:
+        offenders = kernel_offenders(sec.text.splitlines(), allow)
+    except re.error as exc:
+        return result(cid, Status.ERROR, f"settings.health.kernel_log_allow has a bad pattern: {exc}")
+    observed = {"lines": len(offenders)}
+    if offenders:
+        return result(cid, Status.WARN, f"{len(offenders)} kernel error line(s) outside the allow-list",
+                      observed=observed, threshold={"allow": len(DEFAULT_KERNEL_ALLOW) + len(allow)},
+                      detail="add known-harmless patterns to settings.health.kernel_log_allow",
+                      evidence=offenders)
+    return result(cid, Status.PASS, "no unexpected kernel errors since boot", observed=observed)

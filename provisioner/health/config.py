@@ -1,0 +1,76 @@
+"""The ``settings.health`` block of a site file and what one host is expected to contain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provisioner.exceptions import InventoryError
+
+DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
+
+# Kernel-log lines at level err or worse that are known noise on healthy GPU hosts.
+DEFAULT_KERNEL_ALLOW = [
+    r"ACPI (BIOS )?Error",  # firmware table quirks, reported on most server boards
+    r"ACPI Error: AE_",
+    r"ipmi_si .*: (Could not|Unable to) ",
+    r"ERST: Failed to get Error Log Address Range",
+    r"mlx5_core .*: mlx5_pcie_event",
+    r"integrity: Problem loading X\.509 certificate",
+    r"x86/cpu: SGX disabled by BIOS",
+    r"systemd-journald.*: File .* corrupted or uncleanly shut down",
+]
+
+
+class HealthSettings(BaseModel):
+    """Site-wide knobs of ``provision health`` (``settings.health`` in the site file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parallel: int = Field(default=32, ge=1, le=1024)
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+    connect_timeout_s: int = Field(default=10, ge=1)
+    command_timeout_s: float = Field(default=600.0, gt=0)
+    counter_interval_s: float = Field(default=5.0, ge=0)
+    fabric_link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
+    disk_warn_pct: float = Field(default=90.0, gt=0, le=100)
+    disk_fail_pct: float = Field(default=95.0, gt=0, le=100)
+    kernel_log_allow: list[str] = Field(default_factory=list)
+    textfile_dir: str = DEFAULT_TEXTFILE_DIR
+    zfs: bool = False  # expect a healthy zpool holding Docker's data root
+    docker_gpu_image: str | None = None
+    dcgm_exporter_url: str = "http://127.0.0.1:9400/metrics"
+    dcgm_exporter: bool | None = None  # expected where the host has GPUs, unless set
+    gpudirect: Literal["peermem", "dmabuf"] = "peermem"
+    remap_rows_warn: int = Field(default=8, ge=1)
+
+    @classmethod
+    def from_site_block(cls, block: dict[str, Any], file: str | None = None) -> HealthSettings:
+        """Validate ``settings.health``; InventoryError names the bad key."""
+        try:
+            return cls.model_validate(block or {})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = "settings.health." + ".".join(str(p) for p in first["loc"])
+            raise InventoryError(first["msg"], file=file, key=key) from None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What one host should show, from its profile and the site's manifests."""
+
+    gpus: int = 0
+    gpu_model: str | None = None
+    nvswitch: bool = False
+    ib_ports: int = 0
+    ib_rate_gbps: int | None = None
+    firmware: dict[str, Any] = field(default_factory=dict)
+    settings: HealthSettings = field(default_factory=HealthSettings)
+
+    @property
+    def dcgm_expected(self) -> bool:
+        """dcgm-exporter must answer on hosts with GPUs unless the site says otherwise."""
+        s = self.settings.dcgm_exporter
+        return self.gpus > 0 if s is None else s

@@ -1,0 +1,126 @@
+"""What a health check reports: status, severity, remedy, evidence; and the verdict of a host."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Status(StrEnum):
+    """Outcome of one check on one host."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    NOT_APPLICABLE = "not_applicable"
+    ERROR = "error"  # the check could not run (collector missing, output unreadable)
+
+
+class Severity(StrEnum):
+    """How much a non-passing result matters for training jobs."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class RemedyKind(StrEnum):
+    """What to do about a finding, cheapest first; a host's remedy is the worst of its checks."""
+
+    NONE = "none"
+    RESET_GPU = "reset_gpu"
+    REBOOT = "reboot"
+    REIMAGE = "reimage"
+    REPAIR = "repair"  # hardware work order: the part is named in Remedy.part
+
+
+_REMEDY_RANK = {k: i for i, k in enumerate(RemedyKind)}
+
+
+class Remedy(BaseModel):
+    """A remedy, naming the part for repairs (e.g. "GPU at PCI 0000:18:00.0 serial 1654922006536")."""
+
+    kind: RemedyKind = RemedyKind.NONE
+    part: str | None = None
+    detail: str | None = None
+
+    def rank(self) -> int:
+        """Order of cost: none < reset_gpu < reboot < reimage < repair."""
+        return _REMEDY_RANK[self.kind]
+
+
+NO_REMEDY = Remedy()
+
+
+class CheckResult(BaseModel):
+    """One check's result on one host, with what was seen and the limit it was judged against."""
+
+    id: str
+    status: Status
+    summary: str
+    severity: Severity = Severity.INFO
+    observed: dict[str, Any] = Field(default_factory=dict)
+    threshold: dict[str, Any] = Field(default_factory=dict)
+    remedy: Remedy = Field(default_factory=Remedy)
+    evidence: list[str] = Field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """Whether this result allows a host to count the run as clean (towards golden)."""
+        return self.status in (Status.PASS, Status.NOT_APPLICABLE)
+
+
+class Verdict(StrEnum):
+    """A host's fitness for training."""
+
+    GOLDEN = "golden"  # healthy and clean for the site's golden_after consecutive runs
+    HEALTHY = "healthy"
+    NEEDS_ATTENTION = "needs-attention"
+
+
+class HostReport(BaseModel):
+    """All results of one run on one host, with the verdict and the remedy that drives follow-up."""
+
+    host: str
+    run_id: str
+    started_at: str
+    duration_s: float
+    results: list[CheckResult]
+    verdict: Verdict = Verdict.HEALTHY
+    remedy: Remedy = Field(default_factory=Remedy)
+    clean_streak: int = 0
+
+    @property
+    def clean(self) -> bool:
+        """No warning, failure or error in this run."""
+        return all(r.clean for r in self.results)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        """The results that make the host need attention (fail or error)."""
+        return [r for r in self.results if r.status in (Status.FAIL, Status.ERROR)]
+
+
+def worst_remedy(results: list[CheckResult]) -> Remedy:
+    """The most expensive remedy among failing results (a repair beats a reboot)."""
+    best = NO_REMEDY
+    for r in results:
+        if r.status in (Status.FAIL, Status.ERROR) and r.remedy.rank() > best.rank():
+            best = r.remedy
+    return best
+
+
+def judge(report: HostReport, golden_after: int, previous_clean_streak: int) -> HostReport:
+    """Set verdict, remedy and clean streak on a report from its results and the host's history."""
+    streak = previous_clean_streak + 1 if report.clean else 0
+    if report.failed:
+        verdict = Verdict.NEEDS_ATTENTION
+    elif streak >= golden_after:
+        verdict = Verdict.GOLDEN
+    else:
+        verdict = Verdict.HEALTHY
+    return report.model_copy(
+        update={"verdict": verdict, "remedy": worst_remedy(report.results), "clean_streak": streak}
+    )

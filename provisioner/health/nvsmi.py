@@ -1,0 +1,231 @@
+"""Parser of ``nvidia-smi -q`` (text): per-GPU identity, ECC, row remapping, PCIe link, throttling.
+
+The text is an indented tree ("Key : Value" leaves, bare-key sections). Field names moved
+between driver branches (e.g. "Clocks Throttle Reasons" became "Clocks Event Reasons" in 535,
+Volta reports ECC as Single/Double Bit), so lookups try each known spelling.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.health.errors import ParseError
+
+Tree = dict[str, Any]
+
+_GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_LEAF = re.compile(r"^(?P<key>[^:]+?)\s*:\s?(?P<value>.*)$")
+_NA = {"N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", ""}
+
+
+def normalize_bus_id(bus: str) -> str:
+    """Canonical PCI address "dddd:bb:dd.f" in lower case, from any nvidia-smi/lspci/dmesg form."""
+    bus = bus.strip().lower()
+    if bus.startswith("pci:"):
+        bus = bus[4:]
+    parts = bus.split(":")
+    if len(parts) == 2:  # "bb:dd.f" (lspci without -D)
+        parts = ["0000", *parts]
+    domain = parts[0][-4:].rjust(4, "0")
+    dev_fn = parts[2] if "." in parts[2] else f"{parts[2]}.0"
+    return f"{domain}:{parts[1].rjust(2, '0')}:{dev_fn}"
+
+
+def parse_tree(lines: list[str]) -> Tree:
+    """Turn indented "Key : Value" lines into nested dicts (bare keys open a section)."""
+    root: Tree = {}
+    stack: list[tuple[int, Tree]] = [(-1, root)]
+    for raw in lines:
+        if not raw.strip():
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        text = raw.strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        m = _LEAF.match(text)
+        if m and m.group("value") != "":
+            parent[m.group("key").strip()] = m.group("value").strip()
+        else:
+            key = m.group("key").strip() if m else text
+            child: Tree = {}
+            parent[key] = child
+            stack.append((indent, child))
+    return root
+
+
+def _get(tree: Tree, *path: str) -> Any:
+    node: Any = tree
+    for p in path:
+        if not isinstance(node, dict) or p not in node:
+            return None
+        node = node[p]
+    return node
+
+
+def _first(tree: Tree, *paths: tuple[str, ...]) -> Any:
+    for p in paths:
+        v = _get(tree, *p)
+        if v is not None:
+            return v
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if not isinstance(value, str) or value in _NA:
+        return None
+    m = re.match(r"^-?\d+", value.strip())
+    return int(m.group(0)) if m else None
+
+
+def _yes(value: Any) -> bool | None:
+    if not isinstance(value, str) or value in _NA:
+        return None
+    return value.strip().lower() in ("yes", "enabled", "active", "true")
+
+
+def _str(value: Any) -> str | None:
+    if not isinstance(value, str) or value in _NA:
+        return None
+    return value
+
+
+@dataclass
+class Gpu:
+    """The facts one health check needs about one GPU."""
+
+    bus_id: str
+    product: str | None
+    serial: str | None
+    uuid: str | None
+    vbios: str | None
+    module_id: int | None
+    ecc_current: bool | None
+    ecc_pending: bool | None
+    uncorrectable_volatile: int | None  # DRAM + SRAM uncorrectable since driver load
+    uncorrectable_aggregate: int | None
+    remap_uncorrectable: int | None
+    remap_pending: bool | None  # None where the GPU has no row remapper (pre-Ampere)
+    remap_failure: bool | None
+    reset_required: bool | None
+    drain_recommended: bool | None
+    pcie_gen_current: int | None
+    pcie_gen_max: int | None
+    width_current: int | None
+    width_max: int | None
+    utilization_pct: int | None
+    throttle_active: list[str] = field(default_factory=list)
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+
+    def label(self) -> str:
+        """How a technician finds the part: PCI address, module slot and board serial."""
+        bits = [f"GPU at PCI {self.bus_id}"]
+        if self.module_id is not None:
+            bits.append(f"module {self.module_id}")
+        if self.serial:
+            bits.append(f"serial {self.serial}")
+        return " ".join(bits)
+
+
+@dataclass
+class NvsmiReport:
+    """A whole ``nvidia-smi -q`` document."""
+
+    driver_version: str | None
+    attached: int
+    gpus: list[Gpu]
+
+    @property
+    def truncated(self) -> bool:
+        """Fewer GPU blocks than "Attached GPUs" says: the output was cut (or a GPU hung)."""
+        return len(self.gpus) < self.attached
+
+
+def _sum_uncorrectable(ecc: Any) -> int | None:
+    """Add up every uncorrectable counter in an "ECC Errors > Volatile/Aggregate" section."""
+    if not isinstance(ecc, dict):
+        return None
+    total = 0
+    seen = False
+    for key, value in ecc.items():
+        if isinstance(value, dict):
+            if key.startswith("Double Bit"):
+                n = _int(value.get("Total"))
+                if n is not None:
+                    total, seen = total + n, True
+            continue
+        if "Uncorrectable" in key:
+            n = _int(value)
+            if n is not None:
+                total, seen = total + n, True
+    return total if seen else None
+
+
+def _throttle(gpu: Tree) -> list[str]:
+    section = _first(gpu, ("Clocks Event Reasons",), ("Clocks Throttle Reasons",))
+    active: list[str] = []
+
+    def walk(node: Tree) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value)
+            elif _yes(value) and key not in active:
+                active.append(key)
+
+    if isinstance(section, dict):
+        walk(section)
+    return active
+
+
+def _gpu(bus: str, t: Tree) -> Gpu:
+    width = _get(t, "PCI", "GPU Link Info", "Link Width")
+    gen = _get(t, "PCI", "GPU Link Info", "PCIe Generation")
+    return Gpu(
+        bus_id=normalize_bus_id(bus),
+        product=_str(t.get("Product Name")),
+        serial=_str(t.get("Serial Number")),
+        uuid=_str(t.get("GPU UUID")),
+        vbios=_str(t.get("VBIOS Version")),
+        module_id=_int(t.get("Module ID")),
+        ecc_current=_yes(_get(t, "ECC Mode", "Current")),
+        ecc_pending=_yes(_get(t, "ECC Mode", "Pending")),
+        uncorrectable_volatile=_sum_uncorrectable(_get(t, "ECC Errors", "Volatile")),
+        uncorrectable_aggregate=_sum_uncorrectable(_get(t, "ECC Errors", "Aggregate")),
+        remap_uncorrectable=_int(_get(t, "Remapped Rows", "Uncorrectable Error")),
+        remap_pending=_yes(_get(t, "Remapped Rows", "Pending")),
+        remap_failure=_yes(_get(t, "Remapped Rows", "Remapping Failure Occurred")),
+        reset_required=_yes(_get(t, "GPU Reset Status", "Reset Required")),
+        drain_recommended=_yes(_get(t, "GPU Reset Status", "Drain and Reset Recommended")),
+        pcie_gen_current=_int(_get(gen, "Current")) if isinstance(gen, dict) else None,
+        pcie_gen_max=_int(_first(gen, ("Device Max",), ("Max",))) if isinstance(gen, dict) else None,
+        width_current=_int(_get(width, "Current")) if isinstance(width, dict) else None,
+        width_max=_int(_get(width, "Max")) if isinstance(width, dict) else None,
+        utilization_pct=_int(_get(t, "Utilization", "Gpu")),
+        throttle_active=_throttle(t),
+        fabric_state=_str(_get(t, "Fabric", "State")),
+        fabric_status=_str(_get(t, "Fabric", "Status")),
+    )
+
+
+def parse_nvsmi(text: str) -> NvsmiReport:
+    """Parse ``nvidia-smi -q``; raises ParseError when the text is not such a document."""
+    lines = text.splitlines()
+    header: list[str] = []
+    blocks: list[tuple[str, list[str]]] = []
+    for line in lines:
+        m = _GPU_HEADER.match(line)
+        if m:
+            blocks.append((m.group(1), []))
+        elif blocks:
+            blocks[-1][1].append(line)
+        else:
+            header.append(line)
+    top = parse_tree([ln for ln in header if not ln.startswith("=")])
+    attached = _int(top.get("Attached GPUs"))
+    if attached is None:
+        raise ParseError("nvidia-smi -q", "no 'Attached GPUs' line; is this nvidia-smi -q output?")
+    gpus = [_gpu(bus, parse_tree(body)) for bus, body in blocks]
+    return NvsmiReport(driver_version=_str(top.get("Driver Version")), attached=attached, gpus=gpus)
