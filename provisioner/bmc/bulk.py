@@ -1,0 +1,93 @@
+"""Running one BMC operation (power, boot override) across many hosts in parallel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from provisioner.bmc.base import BootTarget, PowerAction, PowerState
+from provisioner.bmc.factory import open_bmc
+from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.exceptions import ProvisionerError
+from provisioner.inventory import Host, Site
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActionResult:
+    """The outcome of an operation on one host: a short detail, or a reason and error."""
+
+    host: str
+    detail: str = ""
+    reason: str | None = None
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the operation succeeded on this host."""
+        return self.reason is None
+
+
+Operation = Callable[[RedfishBMC], str]
+
+
+def run_on_hosts(
+    site: Site,
+    hosts: Sequence[Host],
+    operation: Operation,
+    *,
+    max_parallel: int | None = None,
+    opener: Callable[[Site, Host], RedfishBMC] = open_bmc,
+) -> list[ActionResult]:
+    """Open each host's BMC, run ``operation`` (which returns a short detail), always close."""
+
+    def one(host: Host) -> ActionResult:
+        bmc: RedfishBMC | None = None
+        try:
+            bmc = opener(site, host)
+            detail = operation(bmc)
+            return ActionResult(host.name, detail=detail, warnings=tuple(bmc.warnings))
+        except ProvisionerError as exc:
+            reason = str(getattr(exc, "reason", None) or type(exc).__name__)
+            return ActionResult(host.name, reason=reason, error=str(exc))
+        except Exception as exc:  # one host's surprise must not stop the others
+            log.exception("operation on %s failed unexpectedly", host.name)
+            return ActionResult(host.name, reason="internal error",
+                                error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if bmc is not None:
+                bmc.close()
+
+    if not hosts:
+        return []
+    parallel = max_parallel or site.settings.redfish.max_parallel
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
+        return list(pool.map(one, hosts))
+
+
+def power_operation(action: PowerAction | None, *, wait_s: float = 0.0) -> Operation:
+    """An operation that performs ``action`` (None: only read) and reports the power state."""
+
+    def op(bmc: RedfishBMC) -> str:
+        if action is not None:
+            bmc.power(action)
+            if wait_s > 0 and action in (PowerAction.ON, PowerAction.OFF, PowerAction.SHUTDOWN):
+                wanted = PowerState.ON if action == PowerAction.ON else PowerState.OFF
+                bmc.wait_power(wanted, wait_s)
+        return bmc.power_state().value
+
+    return op
+
+
+def boot_operation(target: BootTarget, *, persistent: bool) -> Operation:
+    """An operation that sets (and verifies) a boot override."""
+
+    def op(bmc: RedfishBMC) -> str:
+        bmc.set_boot(target, persistent=persistent)
+        return f"{target.value} ({'persistent' if persistent else 'once'})"
+
+    return op

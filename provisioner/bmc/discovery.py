@@ -1,0 +1,158 @@
+"""Reading many BMCs at once: a bounded thread pool, one result (facts or a reason) per host."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+
+from provisioner.bmc.base import HostFacts
+from provisioner.bmc.factory import open_bmc
+from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.exceptions import ProvisionerError
+from provisioner.inventory import Host, Site
+from provisioner.state import NodeState, StateStore
+
+log = logging.getLogger(__name__)
+
+# Threads mostly wait on BMCs (hundreds of ms per request), so hundreds of them are cheap;
+# the site's settings.redfish.max_parallel bounds it.
+DEFAULT_MAX_PARALLEL = 128
+REASON_NIC = "no PXE NIC matched"
+REASON_BUG = "internal error"
+# States in which a failed discovery marks the host failed; later states keep their state
+# (a deployed host whose BMC is slow today is not a host to reinstall).
+FAILABLE = (NodeState.ENROLLED, NodeState.DISCOVERED, NodeState.FAILED)
+
+
+@dataclass(frozen=True)
+class DiscoveryTarget:
+    """One host to discover: its name and how to open its (logged-in) BMC."""
+
+    name: str
+    open: Callable[[], RedfishBMC]
+
+
+@dataclass
+class DiscoveryResult:
+    """What discovery got from one host: facts, or a failure reason and message, or both
+    (facts were read but the provisioning NIC rule did not match)."""
+
+    host: str
+    facts: HostFacts | None = None
+    reason: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the host was read completely and its provisioning NIC is known."""
+        return self.reason is None
+
+
+def facts_to_dict(facts: HostFacts) -> dict[str, Any]:
+    """HostFacts as JSON-ready data for the state store."""
+    data = asdict(facts)
+    data["bmc_datetime"] = facts.bmc_datetime.isoformat() if facts.bmc_datetime else None
+    return data
+
+
+def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
+    """Open, read and close one BMC; never raises for a BMC problem."""
+    start = time.monotonic()
+    result = DiscoveryResult(host=target.name)
+    bmc: RedfishBMC | None = None
+    try:
+        bmc = target.open()
+        facts = bmc.discover()
+        result.facts = facts
+        result.warnings = list(facts.extra.get("warnings") or [])
+        nic_error = facts.extra.get("provisioning_nic_error")
+        if nic_error:
+            result.reason, result.error = REASON_NIC, str(nic_error)
+    except ProvisionerError as exc:
+        result.reason = str(getattr(exc, "reason", None) or type(exc).__name__)
+        result.error = str(exc)
+    except Exception as exc:  # one host's surprise must not sink the rack
+        log.exception("discovery of %s failed unexpectedly", target.name)
+        result.reason = REASON_BUG
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if bmc is not None:
+            bmc.close()
+        result.seconds = time.monotonic() - start
+    return result
+
+
+def discover_all(
+    targets: Sequence[DiscoveryTarget],
+    *,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
+    on_result: Callable[[DiscoveryResult], None] | None = None,
+) -> list[DiscoveryResult]:
+    """Discover every target, at most ``max_parallel`` at once; results in target order."""
+    if not targets:
+        return []
+    results: dict[str, DiscoveryResult] = {}
+    workers = max(1, min(max_parallel, len(targets)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="discover") as pool:
+        futures = {pool.submit(discover_one, t): t for t in targets}
+        for future in as_completed(futures):
+            res = future.result()
+            results[res.host] = res
+            if on_result:
+                on_result(res)
+    return [results[t.name] for t in targets]
+
+
+def site_targets(site: Site, hosts: Sequence[Host]) -> list[DiscoveryTarget]:
+    """Discovery targets for inventory hosts (credentials resolved when each one opens)."""
+    return [DiscoveryTarget(h.name, partial(open_bmc, site, h)) for h in hosts]
+
+
+def record_results(store: StateStore, results: Sequence[DiscoveryResult]) -> None:
+    """Store facts and move hosts: read fully -> discovered; failed -> failed with the reason."""
+    store.ensure_hosts([r.host for r in results])
+    for res in results:
+        if res.ok and res.facts is not None:
+            store.record_discovery(res.host, facts_to_dict(res.facts))
+            continue
+        if res.facts is not None:
+            store.record_facts(res.host, facts_to_dict(res.facts))
+        state = store.get(res.host).state
+        message = f"discovery: {res.reason}"
+        if state in FAILABLE:
+            store.transition(res.host, NodeState.FAILED, reason=message, error=res.error)
+        else:
+            store.record_event(res.host, "discovery-failed", message, {"error": res.error})
+
+
+def discover_site(
+    site: Site,
+    hosts: Sequence[Host],
+    *,
+    store: StateStore | None = None,
+    max_parallel: int | None = None,
+    on_result: Callable[[DiscoveryResult], None] | None = None,
+) -> list[DiscoveryResult]:
+    """Discover inventory hosts in parallel and, given a store, record what was learned."""
+    parallel = max_parallel or site.settings.redfish.max_parallel or DEFAULT_MAX_PARALLEL
+    results = discover_all(site_targets(site, hosts), max_parallel=parallel, on_result=on_result)
+    if store is not None:
+        record_results(store, results)
+    return results
+
+
+def clock_skew_alerts(results: Sequence[DiscoveryResult], max_skew_s: float) -> dict[str, float]:
+    """Hosts whose BMC clock is off by more than ``max_skew_s`` (host -> skew seconds)."""
+    out: dict[str, float] = {}
+    for res in results:
+        skew = res.facts.clock_skew_s if res.facts else None
+        if skew is not None and abs(skew) > max_skew_s:
+            out[res.host] = skew
+    return out

@@ -1,0 +1,538 @@
+"""The generic Redfish implementation of the BMC protocol; vendors override its hooks."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, ClassVar
+
+from provisioner.bmc import redfish_parse as rp
+from provisioner.bmc.base import BootTarget, HostFacts, NicPort, PowerAction, PowerState
+from provisioner.bmc.nic_select import (
+    NicRuleLike,
+    ProvisioningNicError,
+    pinned_port,
+    select_provisioning_nic,
+)
+from provisioner.redfish.client import RedfishClient
+from provisioner.redfish.errors import (
+    BMCAuthError,
+    BMCBadResponse,
+    BMCNotFound,
+    BMCStateTimeout,
+    BMCTimeout,
+    BMCTLSError,
+    BMCUnreachable,
+    BMCUnsupported,
+    BMCVerifyFailed,
+    RedfishError,
+)
+
+log = logging.getLogger(__name__)
+
+# Errors that mean the BMC itself is unusable: never downgraded to a warning.
+FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable)
+
+# Preferred ResetTypes per action, first allowed one wins.
+RESET_CHOICES: dict[PowerAction, tuple[str, ...]] = {
+    PowerAction.ON: ("On", "ForceOn", "PushPowerButton"),
+    PowerAction.OFF: ("ForceOff", "PushPowerButton"),
+    PowerAction.SHUTDOWN: ("GracefulShutdown",),
+    PowerAction.RESTART: ("ForceRestart", "PowerCycle", "GracefulRestart"),
+    PowerAction.CYCLE: ("PowerCycle",),
+}
+DEFAULT_RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart")
+NETWORK_TARGETS = (BootTarget.PXE, BootTarget.HTTP)
+
+
+class RedfishBMC:
+    """A host's BMC spoken to over Redfish, following the DMTF schema with no vendor quirks."""
+
+    vendor: ClassVar[str] = "generic"
+    # Read Chassis NetworkAdapters even when EthernetInterfaces lists ports (Dell keeps link
+    # state and InfiniBand functions only there).
+    always_read_network_adapters: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        client: RedfishClient,
+        *,
+        nic_rule: NicRuleLike | None = None,
+        provisioning_mac: str | None = None,
+        poll_interval_s: float = 2.0,
+        graceful_timeout_s: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.nic_rule = nic_rule
+        self.provisioning_mac = provisioning_mac
+        self.poll_interval_s = poll_interval_s
+        self.graceful_timeout_s = graceful_timeout_s
+        self._sleep = sleep
+        self._clock = clock
+        self._system_path: str | None = None
+        self._system: dict[str, Any] | None = None
+        self._nics: list[NicPort] | None = None
+        self._ib_ports: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+
+    @property
+    def name(self) -> str:
+        """The BMC's name in messages (its host name or address)."""
+        return self.client.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client.base_url!r})"
+
+    # -- system -------------------------------------------------------------------------
+
+    def system_path(self) -> str:
+        """The URI of the host's ComputerSystem (skipping HGX baseboards and the like)."""
+        if self._system_path is None:
+            root = self.client.root or self.client.get("/redfish/v1/")
+            collection = rp.odata_id(root.get("Systems")) or "/redfish/v1/Systems"
+            members = rp.link_list(self.client.get(collection).get("Members"))
+            if not members:
+                raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,
+                                  path=collection)
+            self._system_path = self.choose_system(members)
+        return self._system_path
+
+    def choose_system(self, members: list[str]) -> str:
+        """Which of several Systems is the host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
+        hosts = [m for m in members if not m.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")]
+        return (hosts or members)[0]
+
+    def system(self, *, refresh: bool = False) -> dict[str, Any]:
+        """The ComputerSystem resource (cached unless ``refresh``)."""
+        if self._system is None or refresh:
+            self._system = self.client.get(self.system_path())
+        return self._system
+
+    # -- power --------------------------------------------------------------------------
+
+    def power_state(self) -> PowerState:
+        """The current PowerState, read fresh."""
+        raw = self.system(refresh=True).get("PowerState")
+        try:
+            return PowerState(str(raw))
+        except ValueError:
+            raise rp_bad(self, f"unknown PowerState {raw!r}") from None
+
+    def reset_types(self) -> list[str]:
+        """The ResetTypes this BMC allows (from the action or its ActionInfo)."""
+        action = (self.system().get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+        values = rp.allowable_values(action, "ResetType")
+        if values is None and action.get("@Redfish.ActionInfo"):
+            try:
+                info = self.client.get(action["@Redfish.ActionInfo"])
+                values = rp.reset_types_from_action_info(info)
+            except RedfishError as exc:
+                if isinstance(exc, FATAL):
+                    raise
+        return values or list(DEFAULT_RESET_TYPES)
+
+    def _reset_target(self) -> str:
+        action = (self.system().get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+        target = action.get("target")
+        if not target:
+            raise BMCUnsupported("the system offers no ComputerSystem.Reset action",
+                                 bmc=self.name, path=self.system_path())
+        return str(target)
+
+    def _reset(self, reset_type: str) -> None:
+        log.info("%s: ComputerSystem.Reset %s", self.name, reset_type)
+        self.client.post(self._reset_target(), {"ResetType": reset_type})
+
+    def _pick(self, action: PowerAction) -> str | None:
+        allowed = self.reset_types()
+        return next((rt for rt in RESET_CHOICES[action] if rt in allowed), None)
+
+    def power(self, action: PowerAction) -> None:
+        """Perform a power action, falling back where a ResetType is not allowed."""
+        state = self.power_state()
+        if action == PowerAction.ON:
+            if state in (PowerState.ON, PowerState.POWERING_ON):
+                return
+            self._reset(self._require(action))
+        elif action == PowerAction.OFF:
+            if state in (PowerState.OFF, PowerState.POWERING_OFF):
+                return
+            self._reset(self._require(action))
+        elif action == PowerAction.SHUTDOWN:
+            if state in (PowerState.OFF, PowerState.POWERING_OFF):
+                return
+            graceful = self._pick(PowerAction.SHUTDOWN)
+            if graceful:
+                self._reset(graceful)
+                try:
+                    self.wait_power(PowerState.OFF, self.graceful_timeout_s)
+                    return
+                except BMCStateTimeout:
+                    log.warning("%s: graceful shutdown timed out; forcing off", self.name)
+            self._reset(self._require(PowerAction.OFF))
+        elif action in (PowerAction.RESTART, PowerAction.CYCLE):
+            if state in (PowerState.OFF, PowerState.POWERING_OFF):
+                self.power(PowerAction.ON)
+                return
+            chosen = self._pick(action)
+            if chosen:
+                self._reset(chosen)
+                return
+            # Neither restart nor cycle offered: do it by hand.
+            self._reset(self._require(PowerAction.OFF))
+            self.wait_power(PowerState.OFF, self.graceful_timeout_s)
+            self._reset(self._require(PowerAction.ON))
+
+    def _require(self, action: PowerAction) -> str:
+        chosen = self._pick(action)
+        if chosen is None:
+            raise BMCUnsupported(
+                f"no ResetType for power {action.value}: BMC allows {self.reset_types()}",
+                bmc=self.name,
+                path=self._reset_target(),
+            )
+        return chosen
+
+    def wait_power(self, state: PowerState, timeout_s: float) -> None:
+        """Poll until the host reports ``state``; BMCStateTimeout after ``timeout_s``."""
+        deadline = self._clock() + timeout_s
+        last: PowerState | None = None
+        while True:
+            last = self.power_state()
+            if last == state:
+                return
+            if self._clock() >= deadline:
+                raise BMCStateTimeout(
+                    f"host did not reach power state {state.value} within {timeout_s:g}s "
+                    f"(still {last.value})",
+                    bmc=self.name,
+                    path=self.system_path(),
+                )
+            self._sleep(self.poll_interval_s)
+
+    # -- boot ---------------------------------------------------------------------------
+
+    def allowed_boot_targets(self) -> list[str] | None:
+        """BootSourceOverrideTarget@Redfish.AllowableValues, or None if the BMC does not say."""
+        return rp.allowable_values(self.system().get("Boot") or {}, "BootSourceOverrideTarget")
+
+    def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
+        """The BootSourceOverrideMode to send (None: leave as is); HTTP boot needs UEFI."""
+        if target == BootTarget.HTTP and current and current != "UEFI":
+            return "UEFI"
+        return None
+
+    def override_enabled(self, persistent: bool) -> str:
+        """The BootSourceOverrideEnabled value for a one-time or persistent override."""
+        return "Continuous" if persistent else "Once"
+
+    def prepare_boot(self, target: BootTarget) -> None:
+        """Vendor hook run before the override (Dell enables network boot on the right port)."""
+
+    def set_boot(self, target: BootTarget, *, persistent: bool = False) -> None:
+        """Set a one-time (or persistent) boot override and verify it by reading it back."""
+        system = self.system(refresh=True)
+        boot = system.get("Boot") or {}
+        allowed = self.allowed_boot_targets()
+        if allowed is not None and target.value not in allowed:
+            raise BMCUnsupported(
+                f"boot target {target.value} is not offered; BMC allows {allowed}",
+                bmc=self.name,
+                path=self.system_path(),
+                hint="choose another boot target, or switch the host to UEFI mode for UefiHttp",
+            )
+        self.prepare_boot(target)
+        enabled = self.override_enabled(persistent)
+        body: dict[str, Any] = {
+            "BootSourceOverrideTarget": target.value,
+            "BootSourceOverrideEnabled": enabled,
+        }
+        mode = self.boot_mode_for(target, boot.get("BootSourceOverrideMode"))
+        if mode:
+            body["BootSourceOverrideMode"] = mode
+        self.client.patch(self.system_path(), {"Boot": body}, etag=system.get("@odata.etag"))
+        self.verify_boot(target, enabled, mode)
+
+    def verify_boot(self, target: BootTarget, enabled: str, mode: str | None) -> None:
+        """Read the override back; a 2xx proves nothing on many BMCs."""
+        boot = self.system(refresh=True).get("Boot") or {}
+        got_target = boot.get("BootSourceOverrideTarget")
+        got_enabled = boot.get("BootSourceOverrideEnabled")
+        problems = []
+        if got_target != target.value:
+            problems.append(f"BootSourceOverrideTarget is {got_target!r}, not {target.value!r}")
+        if enabled == "Once" and got_enabled == "Continuous":
+            # Stronger than asked (sushy-emulator, some BMCs): boots the target every time.
+            self.warnings.append("BMC made the one-time boot override persistent")
+        elif got_enabled != enabled:
+            problems.append(f"BootSourceOverrideEnabled is {got_enabled!r}, not {enabled!r}")
+        if mode and boot.get("BootSourceOverrideMode") not in (None, mode):
+            problems.append(f"BootSourceOverrideMode is {boot.get('BootSourceOverrideMode')!r}")
+        if problems:
+            raise BMCVerifyFailed(
+                "boot override did not take effect: " + "; ".join(problems),
+                bmc=self.name,
+                path=self.system_path(),
+                hint="check the BMC's pending BIOS jobs or a BIOS lock, then retry",
+            )
+
+    # -- virtual media ------------------------------------------------------------------
+
+    def _virtual_media(self) -> tuple[str, dict[str, Any]]:
+        candidates: list[str] = []
+        link = rp.odata_id(self.system().get("VirtualMedia"))
+        if link:
+            candidates.append(link)
+        for manager in self._manager_paths():
+            mgr = self.client.get(manager)
+            mlink = rp.odata_id(mgr.get("VirtualMedia"))
+            if mlink and mlink not in candidates:
+                candidates.append(mlink)
+        for collection in candidates:
+            try:
+                members = self.client.members(collection)
+            except BMCNotFound:
+                continue
+            for media in members:
+                types = [str(t).upper() for t in media.get("MediaTypes") or []]
+                if not types or "CD" in types or "DVD" in types:
+                    return str(media.get("@odata.id")), media
+        raise BMCUnsupported("no virtual CD/DVD drive found", bmc=self.name,
+                             path=self.system_path())
+
+    def insert_media(self, image_url: str) -> None:
+        """Insert a CD/DVD image (ejecting another one first) and verify it is inserted."""
+        path, media = self._virtual_media()
+        if media.get("Inserted") and media.get("Image") == image_url:
+            return
+        if media.get("Inserted") or media.get("Image"):
+            self._eject(path, media)
+        actions = media.get("Actions") or {}
+        insert = (actions.get("#VirtualMedia.InsertMedia") or {}).get("target")
+        if insert:
+            self.client.post(insert, {"Image": image_url, "Inserted": True,
+                                      "WriteProtected": True})
+        else:
+            self.client.patch(path, {"Image": image_url, "Inserted": True},
+                              etag=media.get("@odata.etag"))
+        after = self.client.get(path)
+        if after.get("Image") != image_url or after.get("Inserted") is False:
+            raise BMCVerifyFailed(
+                f"virtual media shows Image={after.get('Image')!r} "
+                f"Inserted={after.get('Inserted')!r} after inserting {image_url}",
+                bmc=self.name,
+                path=path,
+                hint="check that the BMC can reach the image URL",
+            )
+
+    def eject_media(self) -> None:
+        """Eject whatever virtual CD/DVD is inserted."""
+        path, media = self._virtual_media()
+        if not media.get("Inserted") and not media.get("Image"):
+            return
+        self._eject(path, media)
+        after = self.client.get(path)
+        if after.get("Inserted"):
+            raise BMCVerifyFailed("virtual media is still inserted after eject",
+                                  bmc=self.name, path=path)
+
+    def _eject(self, path: str, media: dict[str, Any]) -> None:
+        actions = media.get("Actions") or {}
+        eject = (actions.get("#VirtualMedia.EjectMedia") or {}).get("target")
+        if eject:
+            self.client.post(eject, {})
+        else:
+            self.client.patch(path, {"Image": None, "Inserted": False},
+                              etag=media.get("@odata.etag"))
+
+    # -- discovery ----------------------------------------------------------------------
+
+    def _manager_paths(self) -> list[str]:
+        links = self.system().get("Links") or {}
+        managed_by = rp.link_list(links.get("ManagedBy"))
+        if managed_by:
+            return managed_by
+        collection = rp.odata_id(self.client.root.get("Managers"))
+        if not collection:
+            return []
+        return rp.link_list(self.client.get(collection).get("Members"))
+
+    def _chassis_paths(self) -> list[str]:
+        links = self.system().get("Links") or {}
+        chassis = rp.link_list(links.get("Chassis"))
+        if chassis:
+            return chassis
+        collection = rp.odata_id(self.client.root.get("Chassis"))
+        if not collection:
+            return []
+        return rp.link_list(self.client.get(collection).get("Members"))
+
+    def _optional(self, what: str, func: Callable[[], Any], default: Any) -> Any:
+        """Run a read of an optional resource; a failure is a warning, not a failed host."""
+        try:
+            return func()
+        except FATAL:
+            raise
+        except RedfishError as exc:
+            if not isinstance(exc, BMCNotFound):
+                self.warnings.append(f"{what}: {exc}")
+            return default
+
+    def read_nics(self) -> list[NicPort]:
+        """Every Ethernet port (EthernetInterfaces, completed/replaced by NetworkAdapters)."""
+        if self._nics is not None:
+            return self._nics
+        system = self.system()
+        primary: list[NicPort] = []
+        link = rp.odata_id(system.get("EthernetInterfaces"))
+        if link:
+            members = self._optional("EthernetInterfaces", lambda: self.client.members(link), [])
+            primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
+        secondary: list[NicPort] = []
+        if self.always_read_network_adapters or not primary:
+            secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
+        self._nics = rp.merge_nics(primary, secondary)
+        return self._nics
+
+    def _adapter_ports(self) -> list[NicPort]:
+        out: list[NicPort] = []
+        self._ib_ports = []
+        for chassis_path in self._chassis_paths():
+            chassis = self.client.get(chassis_path)
+            adapters_link = rp.odata_id(chassis.get("NetworkAdapters"))
+            if not adapters_link:
+                continue
+            for adapter in self.client.members(adapters_link):
+                adapter_id = str(adapter.get("Id") or "")
+                functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
+                ports_link = rp.odata_id(adapter.get("Ports")) or rp.odata_id(
+                    adapter.get("NetworkPorts")
+                )
+                ports: dict[str, dict[str, Any]] = {}
+                if ports_link:
+                    for member in self.client.members(ports_link):
+                        ports[str(member.get("@odata.id") or "").rstrip("/")] = member
+                if not functions_link:
+                    continue
+                for function in self.client.members(functions_link):
+                    port_link = rp.function_port_link(function)
+                    port: dict[str, Any] | None = (
+                        ports.get(port_link.rstrip("/")) if port_link else None
+                    )
+                    if rp.is_infiniband(function, port, adapter_id):
+                        self._ib_ports.append({
+                            "id": function.get("Id"),
+                            "adapter": adapter_id,
+                            "link": (port or {}).get("LinkStatus"),
+                            "speed_mbps": (port or {}).get("CurrentLinkSpeedMbps"),
+                        })
+                        continue
+                    nic = rp.parse_device_function(function, port, adapter_id)
+                    if nic:
+                        out.append(nic)
+        return out
+
+    def read_drives(self) -> list[Any]:
+        """Drives from Storage (or SimpleStorage on older BMCs)."""
+        system = self.system()
+        drives = []
+        storage_link = rp.odata_id(system.get("Storage"))
+        if storage_link:
+            for storage in self.client.members(storage_link):
+                for drive_link in rp.link_list(storage.get("Drives")):
+                    drives.append(rp.parse_drive(self.client.get(drive_link)))
+        if not drives:
+            simple_link = rp.odata_id(system.get("SimpleStorage"))
+            if simple_link:
+                for simple in self.client.members(simple_link):
+                    drives.extend(rp.parse_simple_storage(simple))
+        return drives
+
+    def read_firmware(self) -> dict[str, str]:
+        """Name -> version of every FirmwareInventory member."""
+        update_link = rp.odata_id(self.client.root.get("UpdateService"))
+        if not update_link:
+            return {}
+        update = self.client.get(update_link)
+        inventory = rp.odata_id(update.get("FirmwareInventory"))
+        if not inventory:
+            return {}
+        out: dict[str, str] = {}
+        for item in self.client.members(inventory):
+            parsed = rp.parse_firmware(item)
+            if parsed:
+                out[parsed[0]] = parsed[1]
+        return out
+
+    def discover(self) -> HostFacts:
+        """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
+        system = self.system(refresh=True)
+        facts = HostFacts(
+            manufacturer=_text(system.get("Manufacturer")),
+            model=_text(system.get("Model")),
+            serial=_text(system.get("SerialNumber")),
+            uuid=_text(system.get("UUID")),
+            power_state=_text(system.get("PowerState")),
+            bios_version=_text(system.get("BiosVersion")),
+            boot_mode=_text((system.get("Boot") or {}).get("BootSourceOverrideMode")),
+        )
+        for manager_path in self._optional("Managers", self._manager_paths, [])[:1]:
+            before = datetime.now(UTC)
+            manager: dict[str, Any] = self._optional(
+                "Manager", partial(self.client.get, manager_path), {}
+            )
+            after = datetime.now(UTC)
+            facts.bmc_firmware = _text(manager.get("FirmwareVersion"))
+            facts.bmc_datetime = rp.parse_datetime(manager.get("DateTime"))
+            facts.clock_skew_s = rp.clock_skew_s(facts.bmc_datetime, before, after)
+        facts.nics = self.read_nics()
+        facts.drives = self._optional("Storage", self.read_drives, [])
+        facts.firmware = self._optional("FirmwareInventory", self.read_firmware, {})
+        if self.nic_rule is not None or self.provisioning_mac:
+            try:
+                facts.provisioning_mac = self.provisioning_port().mac
+            except ProvisioningNicError as exc:  # the caller reports it per host
+                facts.extra["provisioning_nic_error"] = exc.message
+        facts.extra.update(
+            {
+                "vendor": self.vendor,
+                "system_path": self.system_path(),
+                "auth": self.client.auth_method,
+                "allowed_boot_targets": self.allowed_boot_targets(),
+                "reset_types": self._optional("ResetTypes", self.reset_types, []),
+                "infiniband_ports": list(self._ib_ports),
+                "warnings": [*self.client.warnings, *self.warnings],
+                "requests": self.client.requests_made,
+            }
+        )
+        return facts
+
+    def provisioning_port(self) -> NicPort:
+        """The port that network-boots: the host's pinned MAC, else the profile's rule."""
+        nics = self.read_nics()
+        if self.provisioning_mac:
+            return pinned_port(nics, self.provisioning_mac)
+        if self.nic_rule is None:
+            raise BMCUnsupported("no provisioning NIC rule for this host", bmc=self.name)
+        return select_provisioning_nic(nics, self.nic_rule)
+
+    def close(self) -> None:
+        """Log out of the BMC."""
+        self.client.close()
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def rp_bad(bmc: RedfishBMC, message: str) -> RedfishError:
+    """A BadResponse error for this BMC."""
+    return BMCBadResponse(message, bmc=bmc.name, path=bmc.system_path())

@@ -1,0 +1,441 @@
+"""A Redfish client over the DMTF ``redfish`` library: auth, TLS, timeouts, retries, typed errors.
+
+The library does the HTTP and header bookkeeping; this layer decides policy: session login with a
+fallback to basic auth (sessions are scarce on BMCs), always logging out, verifying TLS against the
+site's CA bundle, retrying only what is safe to retry, and turning every failure into a
+:class:`~provisioner.redfish.errors.RedfishError` that carries the BMC's extended message.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+import requests.adapters
+from redfish.rest.v1 import HttpClient, RestResponse
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from provisioner.redfish import logsafe
+from provisioner.redfish.errors import (
+    BMCAuthError,
+    BMCBadResponse,
+    BMCNotFound,
+    BMCServerError,
+    BMCSessionLimit,
+    BMCTimeout,
+    BMCTLSError,
+    BMCUnreachable,
+    RedfishError,
+    parse_extended_info,
+)
+from provisioner.secrets import Secret
+
+log = logging.getLogger(__name__)
+logsafe.install()
+
+ROOT = "/redfish/v1/"
+DEFAULT_SESSIONS = "/redfish/v1/SessionService/Sessions"
+# MessageIds BMCs use when every session slot is taken (iDRAC answers 503 with RAC0218).
+SESSION_LIMIT_IDS = ("SessionLimitExceeded", "RAC0218")
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A POST that times out or gets a 500 may have been applied (a reset!); only these are safe.
+NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Connection policy for one BMC, normally from the site file's ``settings.redfish``."""
+
+    verify_tls: bool = True
+    ca_bundle: Path | None = None
+    timeout_s: float = 10.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    prefer_session: bool = True
+
+
+@dataclass
+class Reply:
+    """A successful Redfish answer: status, JSON body (``{}`` when empty) and headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        """A response header, case-insensitively."""
+        low = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == low:
+                return value
+        return None
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _json_body(resp: RestResponse) -> Any:
+    """The parsed JSON body ({} when empty), or None when it is not JSON (an HTML error page)."""
+    raw = resp.read or b""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen: set[int] = set()
+    cur: BaseException = exc
+    while id(cur) not in seen:
+        seen.add(id(cur))
+        nxt = cur.__cause__ or cur.__context__
+        if nxt is None:
+            break
+        cur = nxt
+    return cur
+
+
+class RedfishClient:
+    """One authenticated conversation with one BMC; use as a context manager so it logs out."""
+
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        password: Secret,
+        options: ClientOptions | None = None,
+        *,
+        name: str = "",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.name = name or urlparse(self.base_url).netloc
+        self.options = options or ClientOptions()
+        self._username = username
+        self._password = password
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self.requests_made = 0
+        self.auth_method: str | None = None
+        self.warnings: list[str] = []
+        self.root: dict[str, Any] = {}
+        self._session_location: str | None = None
+        self._expand_ok: bool | None = None
+        cafile: str | None = None
+        if self.options.verify_tls:
+            # The library turns TLS verification off unless it is given a CA file, so the
+            # default trust store is passed explicitly when the site names no bundle.
+            cafile = str(self.options.ca_bundle) if self.options.ca_bundle else DEFAULT_CA_BUNDLE_PATH
+            if self.options.ca_bundle and not Path(self.options.ca_bundle).is_file():
+                raise BMCTLSError(
+                    f"CA bundle {self.options.ca_bundle} does not exist",
+                    bmc=self.name,
+                    hint="fix settings.redfish.ca_bundle in the site file (a PEM file of the "
+                    "CA that signed the BMC certificates)",
+                )
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4, max_retries=0)
+        self._lib = HttpClient(
+            self.base_url,
+            username=None,
+            password=None,
+            cafile=cafile,
+            timeout=self.options.timeout_s,
+            max_retry=0,
+            check_connectivity=False,
+            https_adapter=adapter,
+        )
+        if not self.options.verify_tls:
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    # -- context management -------------------------------------------------------------
+
+    def __enter__(self) -> RedfishClient:
+        self.login()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedfishClient({self.base_url!r}, user={self._username!r}, auth={self.auth_method})"
+
+    # -- auth ---------------------------------------------------------------------------
+
+    def login(self) -> None:
+        """Read the service root, then open a session, falling back to basic auth."""
+        if not self.root:
+            try:
+                self.root = self.get(ROOT)
+            except BMCAuthError:
+                # Some BMCs wrongly protect the service root; carry on and authenticate.
+                self.root = {}
+        if self.options.prefer_session and self._try_session():
+            return
+        self._use_basic()
+
+    def _try_session(self) -> bool:
+        links = self.root.get("Links") or {}
+        sessions = (links.get("Sessions") or {}).get("@odata.id") or DEFAULT_SESSIONS
+        body = {"UserName": self._username, "Password": self._password.reveal()}
+        try:
+            reply = self._request("POST", sessions, body=body, retry=False)
+        except BMCAuthError:
+            raise
+        except (BMCTimeout, BMCTLSError, BMCUnreachable):
+            raise
+        except RedfishError as exc:
+            if any(mid for mid in exc.message_ids() if mid.endswith(SESSION_LIMIT_IDS)):
+                self.warnings.append(
+                    "BMC has no free session slots (close stale sessions); used basic auth"
+                )
+                log.warning("%s: session slots exhausted, falling back to basic auth", self.name)
+            else:
+                log.info("%s: session login not available (%s); using basic auth", self.name, exc)
+            return False
+        token = reply.header("X-Auth-Token")
+        if not token:
+            return False
+        location = reply.header("Location") or reply.body.get("@odata.id")
+        self._lib.set_session_key(token)
+        self._session_location = urlparse(location).path if location else None
+        self.auth_method = "session"
+        return True
+
+    def _use_basic(self) -> None:
+        raw = f"{self._username}:{self._password.reveal()}".encode()
+        self._lib.set_authorization_key("Basic " + base64.b64encode(raw).decode())
+        self.auth_method = "basic"
+
+    def close(self) -> None:
+        """Log out of the session (if any) and close connections; never raises."""
+        try:
+            if self._session_location:
+                try:
+                    self._request("DELETE", self._session_location, retry=False)
+                except RedfishError as exc:
+                    log.warning("%s: logout failed: %s", self.name, exc)
+        finally:
+            self._session_location = None
+            self._lib.set_session_key(None)
+            self._lib.set_authorization_key(None)
+            self._lib._session.close()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def get(self, path: str, *, query: dict[str, str | None] | None = None) -> dict[str, Any]:
+        """GET a resource's JSON body."""
+        return self._request("GET", path, query=query).body
+
+    def get_optional(self, path: str) -> dict[str, Any] | None:
+        """GET a resource that a BMC may lack; ``None`` on 404."""
+        try:
+            return self.get(path)
+        except BMCNotFound:
+            return None
+
+    def members(self, collection: str) -> list[dict[str, Any]]:
+        """Every member of a collection, in one request with ``$expand`` where the BMC offers it."""
+        body = self._get_collection(collection)
+        out: list[dict[str, Any]] = []
+        for member in body.get("Members") or []:
+            if not isinstance(member, dict):
+                continue
+            if set(member) - {"@odata.id", "@odata.type", "@odata.etag"}:
+                out.append(member)
+            elif member.get("@odata.id"):
+                out.append(self.get(member["@odata.id"]))
+        return out
+
+    def _get_collection(self, path: str) -> dict[str, Any]:
+        if self._expand_ok is None:
+            features = self.root.get("ProtocolFeaturesSupported") or {}
+            expand = features.get("ExpandQuery") or {}
+            self._expand_ok = bool(expand.get("Links") or expand.get("NoLinks"))
+        if self._expand_ok:
+            try:
+                return self.get(path, query={"$expand": ".($levels=1)"})
+            except (BMCNotFound, BMCBadResponse, RedfishError) as exc:
+                if isinstance(exc, BMCAuthError | BMCTimeout | BMCTLSError | BMCUnreachable):
+                    raise
+                # The root advertised $expand but this BMC (or resource) rejects it.
+                self._expand_ok = False
+        return self.get(path)
+
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
+        """POST (an action); retried only where the BMC surely did not act on it."""
+        return self._request("POST", path, body=body)
+
+    def patch(self, path: str, body: dict[str, Any], *, etag: str | None = None) -> Reply:
+        """PATCH a resource, with If-Match when the BMC gave an ETag (HPE needs it)."""
+        headers = {"If-Match": etag} if etag else None
+        return self._request("PATCH", path, body=body, headers=headers)
+
+    def delete(self, path: str) -> Reply:
+        """DELETE a resource."""
+        return self._request("DELETE", path)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        query: dict[str, str | None] | None = None,
+        headers: dict[str, str] | None = None,
+        retry: bool = True,
+    ) -> Reply:
+        idempotent = method in ("GET", "PATCH", "DELETE", "HEAD")
+
+        def retryable(exc: BaseException) -> bool:
+            if not retry or not isinstance(exc, RedfishError):
+                return False
+            if isinstance(exc, BMCUnreachable):
+                return True  # the request never reached the BMC
+            if isinstance(exc, BMCTimeout):
+                return idempotent
+            if isinstance(exc, BMCServerError) and exc.status is not None:
+                allowed = RETRY_STATUSES if idempotent else NON_IDEMPOTENT_RETRY_STATUSES
+                return exc.status in allowed
+            return False
+
+        retrying = Retrying(
+            stop=stop_after_attempt(max(1, self.options.retries + 1)),
+            retry=retry_if_exception(retryable),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                return self._once(method, path, body=body, query=query, headers=headers)
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, RedfishError) and exc.retry_after_s is not None:
+            return min(exc.retry_after_s, self.options.max_backoff_s)
+        base = self.options.backoff_s * (2 ** (state.attempt_number - 1))
+        return float(min(self.options.max_backoff_s, base * (1 + random.random() / 4)))
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None,
+        query: dict[str, str | None] | None,
+        headers: dict[str, str] | None,
+    ) -> Reply:
+        with self._lock:
+            self.requests_made += 1
+        try:
+            resp: RestResponse = self._lib._rest_request(
+                path, method=method, args=query, body=body, headers=headers
+            )
+        except Exception as exc:
+            raise self._transport_error(exc, path) from None
+        status = int(resp.status)
+        hdrs = dict(resp._http_response.headers) if resp._http_response is not None else {}
+        data = _json_body(resp)
+        if 200 <= status < 300:
+            if data is None:
+                raise BMCBadResponse("answered with a body that is not JSON", bmc=self.name,
+                                     path=path, status=status)
+            return Reply(status, data if isinstance(data, dict) else {"value": data}, hdrs)
+        extended = parse_extended_info(data)
+        kwargs: dict[str, Any] = {"bmc": self.name, "path": path, "status": status,
+                                  "extended": extended}
+        if status in (401, 403):
+            raise BMCAuthError(
+                f"{method} rejected the credentials for user {self._username!r}",
+                hint="check the credentials reference of this host in the site file "
+                "(and that the BMC account is not locked out)",
+                **kwargs,
+            )
+        if status == 404:
+            raise BMCNotFound(f"{method} found no such resource", **kwargs)
+        if status in RETRY_STATUSES or status >= 500:
+            if any(m.message_id.endswith(SESSION_LIMIT_IDS) for m in extended) and (
+                method != "POST"
+            ):
+                raise BMCSessionLimit("the BMC has no free session slots", **kwargs)
+            retry_after = _parse_retry_after(hdrs.get("Retry-After") or hdrs.get("retry-after"))
+            raise BMCServerError(f"{method} failed", retry_after_s=retry_after, **kwargs)
+        raise RedfishError(f"{method} was refused", **kwargs)
+
+    def _transport_error(self, exc: Exception, path: str) -> RedfishError:
+        cause = _root_cause(exc)
+        chain: list[BaseException] = []
+        cur: BaseException | None = exc
+        while cur is not None and len(chain) < 10:
+            chain.append(cur)
+            cur = cur.__cause__ or cur.__context__
+        if any(isinstance(e, requests.exceptions.SSLError) for e in chain):
+            return BMCTLSError(
+                f"TLS verification failed: {cause}",
+                bmc=self.name,
+                path=path,
+                hint="give the CA that signed the BMC certificate in settings.redfish.ca_bundle, "
+                "or set verify_tls: false for this host/site if you accept the risk",
+            )
+        if any(isinstance(e, requests.exceptions.Timeout) for e in chain):
+            return BMCTimeout(
+                f"no answer within {self.options.timeout_s:g}s",
+                bmc=self.name,
+                path=path,
+                hint="check the BMC is up and reachable, or raise settings.redfish.timeout_s",
+            )
+        if any(isinstance(e, requests.exceptions.ConnectionError) for e in chain):
+            return BMCUnreachable(
+                f"cannot connect: {type(cause).__name__}",
+                bmc=self.name,
+                path=path,
+                hint="check the BMC address/port in the site file and the BMC network route",
+            )
+        return BMCBadResponse(f"request failed: {type(cause).__name__}: {cause}", bmc=self.name,
+                              path=path)
+
+
+@contextmanager
+def connect(
+    base_url: str, username: str, password: Secret, options: ClientOptions | None = None,
+    *, name: str = "",
+) -> Iterator[RedfishClient]:
+    """Open a logged-in client and always log out at the end."""
+    client = RedfishClient(base_url, username, password, options, name=name)
+    try:
+        client.login()
+        yield client
+    finally:
+        client.close()
