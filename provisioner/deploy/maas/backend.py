@@ -164,7 +164,7 @@ class MAASBackend(DeployBackend):
         except ProvisionerError as exc:
             outcome.reason = exc.message
             outcome.log += f"\n{exc}"
-            log.warning("%s: %s", request.host.name, exc.message)
+            log.warning("%s", exc.message)
         return outcome
 
     def release(self, request: DeployRequest, *, erase: bool = False) -> None:

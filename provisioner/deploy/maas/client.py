@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
-from requests_oauthlib import OAuth1
+from oauthlib.oauth1 import Client as OAuthClient
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -39,6 +39,29 @@ log = logging.getLogger(__name__)
 
 FormValue = str | int | bool | Secret
 Form = Mapping[str, FormValue | Sequence[FormValue]]
+
+
+class _MAASAuth(requests.auth.AuthBase):
+    """0-legged OAuth 1.0, PLAINTEXT, as MAAS expects: signature "&" + token secret.
+
+    oauthlib signs directly rather than through requests-oauthlib, whose debug log prints the
+    signed Authorization header, i.e. the token secret.
+    """
+
+    def __init__(self, key: MAASApiKey) -> None:
+        self._key = key
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        client = OAuthClient(
+            self._key.consumer_key,
+            client_secret="",  # MAAS keys have an empty consumer secret
+            resource_owner_key=self._key.token_key,
+            resource_owner_secret=self._key.token_secret.reveal(),
+            signature_method=SIGNATURE_PLAINTEXT,
+        )
+        _, headers, _ = client.sign(r.url or "", http_method=r.method or "GET")
+        r.headers["Authorization"] = headers["Authorization"]
+        return r
 
 
 class _Retryable(Exception):
@@ -92,16 +115,6 @@ class MAASClient:
             session.headers["Accept"] = "application/json"
             self._local.session = session
         return session
-
-    def _auth(self) -> OAuth1:
-        # MAAS keys have an empty consumer secret; PLAINTEXT sends "&" + token secret.
-        return OAuth1(
-            self._key.consumer_key,
-            client_secret="",
-            resource_owner_key=self._key.token_key,
-            resource_owner_secret=self._key.token_secret.reveal(),
-            signature_method=SIGNATURE_PLAINTEXT,
-        )
 
     def _redact(self, text: str) -> str:
         with self._secrets_lock:
@@ -193,7 +206,7 @@ class MAASClient:
                 self._url(path),
                 params=query or None,
                 files=self._multipart(form) if form is not None else None,
-                auth=self._auth(),
+                auth=_MAASAuth(self._key),
                 timeout=self._timeout,
                 verify=self._verify,
             )
