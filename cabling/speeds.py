@@ -77,11 +77,3 @@ def parse_ibnet_rate(text: str) -> tuple[str, str] | None:
 def speed_from_lane_gbps(gbps: str) -> str | None:
     """Map iblinkinfo's per-lane ``53.125`` to ``HDR``."""
     return _LANE_GBPS.get(gbps)
-
-
-def lane_gbps(speed: str) -> str:
-    """Per-lane rate string iblinkinfo prints for a speed (inverse of speed_from_lane_gbps)."""
-    for k, v in _LANE_GBPS.items():
-        if v == speed:
-            return k
-    raise ValueError(speed)

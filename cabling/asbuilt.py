@@ -1,0 +1,52 @@
+"""Turn a discovered fabric into a manifest (the as-built), so an existing fabric can be adopted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cabling.discovery.model import DiscoveredFabric
+from cabling.model import Device, Link, Manifest
+from cabling.resolve import ResolvedFabric, resolve
+
+
+def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None) -> Manifest:
+    """A manifest with every discovered device (with GUIDs) and link (with trained speed/width)."""
+    res = resolve(fab, None, name_map)
+    devices: dict[str, Device] = {}
+    for guid, nn in res.names.items():
+        node = fab.nodes[guid]
+        key = nn.device.casefold()
+        dev = devices.get(key)
+        if nn.kind == "ca":
+            if dev is None:
+                dev = devices[key] = Device(name=nn.device, kind="host")
+            if nn.host_port and nn.host_port not in dev.hcas:
+                dev.hcas.append(nn.host_port)
+                if not guid.startswith(("lldp:", "lid-")):
+                    dev.hca_guids[nn.host_port] = guid
+        elif dev is None:
+            is_guid = not guid.startswith(("lldp:", "lid-"))
+            devices[key] = Device(name=nn.device, kind="switch", model=nn.model,
+                                  ports=node.nports if node.nports and not nn.port_prefix else None,
+                                  guid=guid if is_guid and not nn.port_prefix else None)
+    links = [Link(a=rl.a, b=rl.b, speed=rl.speed, width=rl.width) for rl in res.links]
+    return Manifest(devices=list(devices.values()), links=links)
+
+
+def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
+    """The parsed nodes and links, as ``provision cabling import --json`` prints them."""
+    return {
+        "source": fab.source,
+        "nodes": [
+            {"guid": n.guid, "kind": n.kind, "description": n.desc, "ports": n.nports, "lid": n.lid,
+             "name": res.names[n.guid].device, "named_by": res.names[n.guid].named_by}
+            for n in fab.nodes.values()
+        ],
+        "links": [
+            {"a": str(rl.a), "b": str(rl.b), "a_guid": rl.a_guid, "a_port": rl.a_num, "b_guid": rl.b_guid,
+             "b_port": rl.b_num, "width": rl.width, "speed": rl.speed, "state": rl.state}
+            for rl in res.links
+        ],
+        "down_ports": [{"port": str(ep), "state": st} for ep, st in res.down.values()],
+        "director_internal_links": res.internal_links,
+    }

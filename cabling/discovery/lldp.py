@@ -1,0 +1,99 @@
+"""Parse ``lldpctl -f json`` (``lldpcli show neighbors -f json``) collected from hosts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cabling.discovery.model import DiscoveredFabric, DLink, DNode
+from cabling.errors import CablingInputError
+
+
+def load_lldp_dir(path: str | Path) -> DiscoveredFabric:
+    """Read every ``<host>.json`` in a folder (one lldpctl output per host, named after it)."""
+    p = Path(path)
+    if p.is_file():
+        return parse_lldp(p.read_text(encoding="utf-8", errors="replace"), p.stem, str(p))
+    if not p.is_dir():
+        raise CablingInputError("LLDP folder not found", file=str(p),
+                                hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
+    fab = DiscoveredFabric(source=str(p))
+    files = sorted(p.glob("*.json"))
+    if not files:
+        raise CablingInputError("no *.json files in the LLDP folder", file=str(p),
+                                hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
+    for f in files:
+        fab.merge(parse_lldp(f.read_text(encoding="utf-8", errors="replace"), f.stem, str(f)))
+    fab.source = str(p)
+    return fab
+
+
+def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric:
+    """Parse one host's lldpctl JSON; ``host`` names the local device (lldpctl does not)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CablingInputError(f"not JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    lldp = data.get("lldp") if isinstance(data, dict) else None
+    if isinstance(lldp, list):  # lldpd "json0" format wraps everything in lists
+        lldp = lldp[0] if lldp else {}
+    if not isinstance(lldp, dict):
+        raise CablingInputError("no top-level 'lldp' object: this is not 'lldpctl -f json' output",
+                                file=source, line=1)
+    fab = DiscoveredFabric(source=source)
+    hid = f"lldp:{host.casefold()}"
+    fab.nodes[hid] = DNode(guid=hid, kind="ca", desc=host, name=host)
+    for ifname, entry in _interfaces(lldp.get("interface"), source):
+        chassis_name, chassis_desc = _chassis(entry.get("chassis"), source, ifname)
+        port = entry.get("port") or {}
+        pid = _value(port.get("id"))
+        if isinstance(port, list):
+            port = port[0] if port else {}
+            pid = _value(port.get("id"))
+        if not chassis_name or not pid:
+            raise CablingInputError(f"neighbour on {ifname} has no chassis name or port id", file=source)
+        sid = f"lldp:{chassis_name.casefold()}"
+        fab.nodes.setdefault(sid, DNode(guid=sid, kind="switch", desc=chassis_desc or chassis_name,
+                                        name=chassis_name))
+        fab.links.append(DLink(hid, ifname, sid, pid))
+    return fab
+
+
+def _interfaces(obj: Any, source: str) -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    if obj is None:
+        return out
+    items = obj if isinstance(obj, list) else [obj]
+    for item in items:
+        if not isinstance(item, dict):
+            raise CablingInputError("'interface' entries must be objects", file=source)
+        if "name" in item and isinstance(item.get("name"), str):  # json0 format
+            out.append((item["name"], item))
+            continue
+        for name, entry in item.items():
+            if isinstance(entry, dict):
+                out.append((name, entry))
+    return out
+
+
+def _chassis(obj: Any, source: str, ifname: str) -> tuple[str, str]:
+    if isinstance(obj, list):
+        obj = obj[0] if obj else {}
+    if not isinstance(obj, dict):
+        raise CablingInputError(f"neighbour on {ifname} has no chassis", file=source)
+    if "id" in obj or "name" in obj:  # json0: {"id": {...}, "name": [{"value": ...}]}
+        name = _value(obj.get("name")) or _value(obj.get("id"))
+        return name, _value(obj.get("descr"))
+    for name, body in obj.items():
+        descr = body.get("descr", "") if isinstance(body, dict) else ""
+        return name, descr if isinstance(descr, str) else ""
+    return "", ""
+
+
+def _value(obj: Any) -> str:
+    if isinstance(obj, list):
+        obj = obj[0] if obj else None
+    if isinstance(obj, dict):
+        obj = obj.get("value")
+    return obj if isinstance(obj, str) else ""

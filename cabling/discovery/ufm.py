@@ -1,0 +1,174 @@
+"""NVIDIA UFM REST API: parse its systems, ports and links, and fetch them from a live UFM."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import requests
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode
+from cabling.errors import CablingInputError, DiscoveryUnavailable
+from cabling.speeds import normalize_speed, normalize_width
+
+RESOURCES = ("systems", "ports", "links")
+
+
+class Password:
+    """A UFM password that never prints itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The password, for the HTTP auth header only."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Password('***')"
+
+    __str__ = __repr__
+
+
+def parse_ufm(systems: list[dict[str, Any]], ports: list[dict[str, Any]], links: list[dict[str, Any]],
+              source: str = "ufm") -> DiscoveredFabric:
+    """Build the discovered fabric from UFM's ``/resources/{systems,ports,links}`` JSON lists."""
+    fab = DiscoveredFabric(source=source)
+    port_info: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, p in enumerate(_list(ports, "ports", source)):
+        guid, num = _req(p, "guid", "ports", i, source), str(_req(p, "number", "ports", i, source))
+        port_info[(_g(guid), num)] = p
+        system = p.get("system_name") or ""
+        if not p.get("peer_guid") and p.get("physical_state") not in (None, "Link Up", "LinkUp"):
+            fab.down_ports[(_g(guid), int(num) if num.isdigit() else num)] = str(p.get("physical_state"))
+        node = fab.nodes.get(_g(guid))
+        if node is None and system:
+            kind = "switch" if "switch" in str(p.get("description", "")).lower() else "ca"
+            desc = p.get("node_description") or system
+            if kind == "switch":
+                desc = str(desc).rsplit(":", 1)[0]
+            fab.nodes[_g(guid)] = DNode(guid=_g(guid), kind=kind, desc=str(desc),  # type: ignore[arg-type]
+                                        name=system if kind == "switch" else None)
+    for i, s in enumerate(_list(systems, "systems", source)):
+        guid = _g(_req(s, "guid", "systems", i, source))
+        kind = "switch" if str(s.get("type", "")).lower() == "switch" else "ca"
+        if guid not in fab.nodes:
+            fab.nodes[guid] = DNode(guid=guid, kind=kind, desc=str(s.get("description") or s.get("system_name")),  # type: ignore[arg-type]
+                                    name=str(s.get("system_name")) if kind == "switch" else None)
+    for i, lk in enumerate(_list(links, "links", source)):
+        ends = []
+        for side in ("source", "destination"):
+            guid = _g(_req(lk, f"{side}_guid", "links", i, source))
+            port = str(_req(lk, f"{side}_port", "links", i, source))
+            desc = str(lk.get(f"{side}_port_node_description", ""))
+            if guid not in fab.nodes:
+                is_switch = desc.endswith(f":{port}")
+                fab.nodes[guid] = DNode(guid=guid, kind="switch" if is_switch else "ca",
+                                        desc=desc.rsplit(":", 1)[0] if is_switch else desc,
+                                        name=desc.rsplit(":", 1)[0] if is_switch else None)
+            ends.append((guid, int(port) if port.isdigit() else port))
+        info = port_info.get((ends[0][0], str(ends[0][1]))) or {}
+        try:
+            width = normalize_width(lk.get("width") or info.get("active_width"))
+            speed = normalize_speed(info.get("active_speed")) if info.get("active_speed") else None
+        except ValueError as exc:
+            raise CablingInputError(f"links[{i}]: {exc}", file=source) from None
+        state = str(info.get("logical_state", "Active")).lower()
+        fab.links.append(DLink(ends[0][0], ends[0][1], ends[1][0], ends[1][1], width, speed,
+                               ACTIVE if state == "active" else state, i + 1))
+    return fab
+
+
+def load_ufm_dir(path: str | Path) -> DiscoveredFabric:
+    """Read ``systems.json``, ``ports.json`` and ``links.json`` saved from UFM's REST API."""
+    p = Path(path)
+    data = []
+    for name in RESOURCES:
+        f = p / f"{name}.json"
+        try:
+            data.append(json.loads(f.read_text(encoding="utf-8")))
+        except OSError:
+            raise CablingInputError(f"missing {name}.json", file=str(p),
+                                    hint="save GET /ufmRest/resources/{systems,ports,links} as JSON files") from None
+        except json.JSONDecodeError as exc:
+            raise CablingInputError(f"not JSON: {exc.msg}", file=str(f), line=exc.lineno) from None
+    return parse_ufm(data[0], data[1], data[2], str(p))
+
+
+class UfmClient:
+    """A small client of a live UFM's REST API (basic auth, or a token via ``UFM_TOKEN``)."""
+
+    def __init__(self, url: str, user: str = "admin", password: Password | None = None,
+                 token: Password | None = None, verify_tls: bool = True, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.verify = verify_tls
+        if token is not None:
+            self.prefix = "/ufmRestV3"
+            self.session.headers["Authorization"] = f"Basic {token.reveal()}"
+        else:
+            self.prefix = "/ufmRest"
+            if password is not None:
+                self.session.auth = (user, password.reveal())
+
+    @classmethod
+    def from_env(cls, url: str, user: str | None = None, verify_tls: bool = True) -> UfmClient:
+        """Credentials from ``UFM_USER`` / ``UFM_PASSWORD`` or ``UFM_TOKEN`` (never from arguments)."""
+        token = os.environ.get("UFM_TOKEN")
+        password = os.environ.get("UFM_PASSWORD")
+        return cls(url, user or os.environ.get("UFM_USER", "admin"),
+                   Password(password) if password else None, Password(token) if token else None, verify_tls)
+
+    def __repr__(self) -> str:
+        return f"UfmClient({self.url!r})"
+
+    @retry(retry=retry_if_exception_type(requests.ConnectionError), stop=stop_after_attempt(3),
+           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    def _get_once(self, resource: str) -> requests.Response:
+        return self.session.get(f"{self.url}{self.prefix}/resources/{resource}", timeout=self.timeout)
+
+    def get(self, resource: str) -> list[dict[str, Any]]:
+        """GET one resource list; errors say what to check."""
+        try:
+            resp = self._get_once(resource)
+        except requests.RequestException as exc:
+            raise DiscoveryUnavailable(f"cannot reach UFM at {self.url}: {type(exc).__name__}",
+                                       hint="check the URL and that UFM is running") from None
+        if resp.status_code in (401, 403):
+            raise DiscoveryUnavailable(f"UFM at {self.url} refused the credentials (HTTP {resp.status_code})",
+                                       hint="set UFM_USER and UFM_PASSWORD (or UFM_TOKEN)")
+        if resp.status_code != 200:
+            raise DiscoveryUnavailable(f"UFM {resource} request failed: HTTP {resp.status_code}")
+        try:
+            data = resp.json()
+        except ValueError:
+            raise DiscoveryUnavailable(f"UFM {resource} answer is not JSON") from None
+        if not isinstance(data, list):
+            raise DiscoveryUnavailable(f"UFM {resource} answer is not a list")
+        return data
+
+    def fabric(self) -> DiscoveredFabric:
+        """Fetch systems, ports and links, and parse them."""
+        return parse_ufm(self.get("systems"), self.get("ports"), self.get("links"), source=self.url)
+
+
+def _g(guid: object) -> str:
+    return str(guid).lower().removeprefix("0x").rjust(16, "0")
+
+
+def _list(obj: object, name: str, source: str) -> list[dict[str, Any]]:
+    if not isinstance(obj, list) or not all(isinstance(x, dict) for x in obj):
+        raise CablingInputError(f"UFM {name} must be a JSON list of objects", file=source)
+    return obj
+
+
+def _req(obj: dict[str, Any], key: str, name: str, i: int, source: str) -> Any:
+    if key not in obj or obj[key] in (None, ""):
+        raise CablingInputError(f"UFM {name}[{i}] has no {key!r}", file=source)
+    return obj[key]
