@@ -1,9 +1,246 @@
-"""Commands of this area (filled in by the area's issue)."""
+"""`provision rack` and `provision reimage`: the main job."""
 
 from __future__ import annotations
 
+import sys
+import threading
+from typing import Literal
+
 import typer
+from rich.live import Live
+from rich.table import Table
+
+from provisioner.cli.common import SiteOption, console, print_json, site_name
+from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.deploy.base import backend_class
+from provisioner.exceptions import ExitCode, InputError
+from provisioner.inventory import Host, Site, load_site
+from provisioner.state import NodeState, StateStore
+from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
+
+PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
+
+
+class LiveReporter:
+    """A live per-host table on a terminal; one line per phase change otherwise."""
+
+    def __init__(self, hosts: list[Host], *, live: bool) -> None:
+        self._rows: dict[str, tuple[str, str]] = {h.name: ("queued", "") for h in hosts}
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+        if live:
+            self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False)
+
+    def __enter__(self) -> LiveReporter:
+        if self._live:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live:
+            self._live.__exit__(None, None, None)
+
+    def _table(self) -> Table:
+        t = Table(title="provision rack", expand=False)
+        t.add_column("host")
+        t.add_column("phase")
+        t.add_column("detail", overflow="fold")
+        for name, (phase, detail) in self._rows.items():
+            colour = PHASE_COLOURS.get(phase, "cyan")
+            t.add_row(name, f"[{colour}]{phase}[/]", detail)
+        return t
+
+    def phase(self, host: str, phase: str, message: str) -> None:
+        with self._lock:
+            self._rows[host] = (phase, message)
+            if self._live:
+                self._live.update(self._table())
+            else:
+                console.print(f"{host}: {phase}: {message}")
+
+    def finished(self, result: HostResult) -> None:
+        phase = {"ok": "done", "failed": "failed", "skipped": "skipped"}[result.status]
+        self.phase(result.host, phase, result.reason)
+
+
+def _summary(result: RackResult, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "wave": {
+                    "size": result.wave.size,
+                    "reason": result.wave.reason,
+                    "bound_s": result.wave.bound_s,
+                },
+                "hosts": [
+                    {
+                        "host": r.host,
+                        "status": r.status,
+                        "reason": r.reason,
+                        "attempts": r.attempts,
+                        "phases": {k: round(v, 1) for k, v in r.phases.items()},
+                    }
+                    for r in result.results
+                ],
+                "ok": len(result.ok),
+                "failed": len(result.failed),
+                "skipped": len(result.skipped),
+            }
+        )
+        return
+    table = Table(title="summary")
+    for col in ("host", "result", "reason", "attempts", "time (s)"):
+        table.add_column(col)
+    for r in result.results:
+        colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
+        total = sum(r.phases.values())
+        table.add_row(
+            r.host, f"[{colour}]{r.status}[/]", r.reason, str(r.attempts or ""), f"{total:.0f}" if total else ""
+        )
+    console.print(table)
+    console.print(
+        f"{len(result.ok)} ok, {len(result.failed)} failed, {len(result.skipped)} skipped "
+        f"(wave: {result.wave.size} at once: {result.wave.reason})"
+    )
+    if result.configure_log:
+        console.print(f"site.yml log: {result.configure_log}")
+
+
+def _run(
+    site: Site,
+    hosts: list[Host],
+    options: RackOptions,
+    command: str,
+    as_json: bool,
+) -> None:
+    backend_cls = backend_class(site.settings.deploy_backend)
+    backend = backend_cls()
+    open_bmc = None
+    if backend_cls.drives_power or options.discover is not False:
+        from provisioner.bmc.factory import open_bmc as _open_bmc
+
+        open_bmc = _open_bmc
+    store = StateStore.for_site(site)
+    with store.orchestrator_lock(command):
+        runner = RackRunner(
+            site, store, backend, open_bmc=open_bmc, reporter=_reporter(hosts, as_json), options=options
+        )
+        rep = runner.reporter
+        if isinstance(rep, LiveReporter):
+            with rep:
+                result = runner.run(hosts)
+        else:
+            result = runner.run(hosts)
+    _summary(result, as_json)
+    if result.failed:
+        exit_with(ExitCode.PARTIAL_FAILURE)
+
+
+class _QuietReporter:
+    def phase(self, host: str, phase: str, message: str) -> None:
+        print(f"{host}: {phase}: {message}", file=sys.stderr)
+
+    def finished(self, result: HostResult) -> None:
+        pass
+
+
+def _reporter(hosts: list[Host], as_json: bool) -> LiveReporter | _QuietReporter:
+    if as_json:
+        return _QuietReporter()
+    return LiveReporter(hosts, live=console.is_terminal)
+
+
+MethodOption = typer.Option(
+    None, "--method", "-m", help="image (write a disk image) or autoinstall (Ubuntu installer)."
+)
+
+
+@handle_errors
+def rack(
+    hosts: list[str] = typer.Argument(None, help="Host names or globs (default: every host)."),
+    site: str | None = SiteOption,
+    rack_name: str | None = typer.Option(None, "--rack", help="Only this rack."),
+    max_parallel: int | None = typer.Option(
+        None, "--max-parallel", "-k", min=1, help="Hosts installing at once (default: sized to the uplink)."
+    ),
+    method: str | None = MethodOption,
+    skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
+    no_ssh_wait: bool = typer.Option(
+        False, "--no-ssh-wait", help="Do not wait for SSH after the install (e.g. no route to hosts)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Also deploy hosts in maintenance."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Install every (or the named) host of a rack: discover, PXE, install, boot, SSH, site.yml.
+
+    Hosts already deployed are skipped, so re-running resumes. Exit code 3 if any host failed.
+    """
+    s = load_site(site_name(site))
+    selected = s.select(hosts or None, rack_name)
+    options = RackOptions(
+        method=_method(method, s),
+        max_parallel=max_parallel,
+        configure=not skip_configure,
+        wait_ssh=not no_ssh_wait,
+        force=force,
+    )
+    _run(s, selected, options, f"provision rack --site {s.name}", as_json)
+
+
+@handle_errors
+def reimage(
+    hosts: list[str] = typer.Argument(None, help="Host names or globs to wipe and reinstall."),
+    site: str | None = SiteOption,
+    failed: bool = typer.Option(False, "--failed", help="Target every host in the failed state."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    max_parallel: int | None = typer.Option(None, "--max-parallel", "-k", min=1),
+    method: str | None = MethodOption,
+    skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
+    no_ssh_wait: bool = typer.Option(False, "--no-ssh-wait", help="Do not wait for SSH."),
+    force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Reinstall the named hosts (root disk only: data disks and ZFS pools are kept)."""
+    s = load_site(site_name(site))
+    if not hosts and not failed:
+        raise InputError(
+            "name the hosts to re-image, or pass --failed",
+            hint="re-imaging wipes the root disk: provision never picks hosts by itself",
+        )
+    selected = s.select(hosts) if hosts else []
+    if failed:
+        store = StateStore.for_site(s)
+        store.ensure_hosts([h.name for h in s.hosts])
+        failed_names = {r.name for r in store.all() if r.state == NodeState.FAILED}
+        selected += [h for h in s.hosts if h.name in failed_names and h not in selected]
+    if not selected:
+        console.print("no host to re-image")
+        return
+    console.print(f"These {len(selected)} host(s) will have their root disk WIPED and reinstalled:")
+    for h in selected:
+        console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
+    if not yes:
+        # without a terminal (CI, cron) an unanswered prompt reads EOF and aborts: nothing is wiped
+        typer.confirm("Proceed?", abort=True)
+    options = RackOptions(
+        method=_method(method, s),
+        max_parallel=max_parallel,
+        configure=not skip_configure,
+        wait_ssh=not no_ssh_wait,
+        reimage=True,
+        force=force,
+    )
+    _run(s, selected, options, f"provision reimage --site {s.name}", as_json)
+
+
+def _method(value: str | None, site: Site) -> Literal["image", "autoinstall"]:
+    m = value or site.settings.deploy_method
+    if m not in ("image", "autoinstall"):
+        raise InputError(f"unknown deploy method {m!r}", hint="use --method image or autoinstall")
+    return "image" if m == "image" else "autoinstall"
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Add the deploy commands."""
+    app.command("rack")(rack)
+    app.command("reimage")(reimage)

@@ -46,6 +46,9 @@ class DeployBackend(ABC):
     """Installs an OS on hosts. Thread-safe: ``deploy`` is called from several workers at once."""
 
     name: ClassVar[str]
+    # True when deploy() drives the host's BMC itself (needs request.bmc, hence discovery);
+    # False when the backend's own controller powers hosts (MAAS uses its Redfish driver).
+    drives_power: ClassVar[bool] = True
 
     @abstractmethod
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

@@ -1,0 +1,1 @@
+"""Per-host steps and the rack runner: bounded concurrency, waves, retries, resume."""

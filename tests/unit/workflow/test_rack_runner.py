@@ -1,0 +1,166 @@
+"""The rack runner's own logic: skipping, retries, failure reasons, states, reimage scope.
+
+The backend here is a scripted in-test implementation of the DeployBackend interface, so that
+the runner's decisions are tested alone and fast; the real backends are tested against real
+peers (tests/integration/deploy, tests/integration/maas, and the lab end-to-end test).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
+from provisioner.inventory import Site, load_site
+from provisioner.state import NodeState, StateStore
+from provisioner.workflow.rack import HostResult, RackOptions, RackRunner
+from provisioner.workflow.waves import choose_wave_size
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
+
+
+class ScriptedBackend(DeployBackend):
+    name = "scripted"
+    drives_power = False
+
+    def __init__(self, fail_times: dict[str, int] | None = None) -> None:
+        self.fail_times = dict(fail_times or {})
+        self.deployed: list[str] = []
+        self.released: list[str] = []
+        self.prepared: list[str] = []
+        self.concurrent = 0
+        self.max_concurrent = 0
+        self._lock = threading.Lock()
+
+    def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
+        self.prepared = [r.host.name for r in requests]
+
+    def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
+        with self._lock:
+            self.concurrent += 1
+            self.max_concurrent = max(self.max_concurrent, self.concurrent)
+        try:
+            progress(request.host.name, "pxe", "booting")
+            name = request.host.name
+            with self._lock:
+                self.deployed.append(name)
+                left = self.fail_times.get(name, 0)
+                if left:
+                    self.fail_times[name] = left - 1
+            if left:
+                return DeployOutcome(name, False, "no disk matches the root-disk hint")
+            return DeployOutcome(name, True, phases={"install": 1.0})
+        finally:
+            with self._lock:
+                self.concurrent -= 1
+
+    def release(self, request: DeployRequest, *, erase: bool = False) -> None:
+        self.released.append(request.host.name)
+
+    def close(self) -> None:
+        pass
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, str]] = []
+        self.results: list[HostResult] = []
+
+    def phase(self, host: str, phase: str, message: str) -> None:
+        self.phases.append((host, phase))
+
+    def finished(self, result: HostResult) -> None:
+        self.results.append(result)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    text = EXAMPLE.read_text().replace("deploy_retries", "deploy_retries")
+    # pin MACs so the runner needs no BMC in these tests
+    lines = []
+    for line in text.splitlines():
+        lines.append(line)
+        if line.startswith("      - u: "):
+            u = int(line.split(":")[1])
+            lines.append(f"        provisioning_mac: 'b8:3f:d2:00:{len(lines) % 256:02x}:{u:02x}'")
+    (tmp_path / "site.yml").write_text("\n".join(lines) + "\n")
+    return load_site(tmp_path / "site.yml")
+
+
+def runner(site: Site, tmp_path: Path, backend: ScriptedBackend, **opts: object) -> RackRunner:
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    options = RackOptions(configure=False, wait_ssh=False, **opts)  # type: ignore[arg-type]
+    return RackRunner(site, store, backend, open_bmc=None, reporter=Recorder(), options=options)
+
+
+def test_deploys_and_records_states(site: Site, tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    r = runner(site, tmp_path, backend, max_parallel=4)
+    result = r.run(site.select(None, "r01"))
+    assert len(result.ok) == 16 and not result.failed
+    assert backend.max_concurrent <= 4
+    assert sorted(backend.prepared) == sorted(h.name for h in site.select(None, "r01"))
+    assert all(r.store.get(h.name).state == NodeState.DEPLOYED for h in site.select(None, "r01"))
+    # the other rack was never touched
+    assert not set(backend.deployed) & {h.name for h in site.select(None, "r02")}
+
+
+def test_rerun_skips_done_hosts(site: Site, tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    hosts = site.select(["gpu-r01-u0*"])
+    runner(site, tmp_path, backend).run(hosts)
+    again = ScriptedBackend()
+    result = runner(site, tmp_path, again).run(hosts)
+    assert again.deployed == []
+    assert [r.status for r in result.results] == ["skipped"] * len(hosts)
+    assert result.results[0].reason == "already deployed"
+
+
+def test_retry_then_success_and_failure_with_reason(site: Site, tmp_path: Path) -> None:
+    site.settings.__dict__["deploy_retries"] = 1
+    backend = ScriptedBackend({"gpu-r01-u03": 1, "gpu-r01-u05": 5})
+    r = runner(site, tmp_path, backend)
+    result = r.run(site.select(["gpu-r01-u03", "gpu-r01-u05", "gpu-r01-u07"]))
+    status = {x.host: (x.status, x.attempts) for x in result.results}
+    assert status == {
+        "gpu-r01-u03": ("ok", 2),
+        "gpu-r01-u05": ("failed", 2),
+        "gpu-r01-u07": ("ok", 1),
+    }
+    rec = r.store.get("gpu-r01-u05")
+    assert rec.state == NodeState.FAILED
+    assert "no disk matches the root-disk hint" in (rec.last_error or "")
+    kinds = [e.kind for e in r.store.events("gpu-r01-u05")]
+    assert kinds.count("deploy.attempt_failed") == 2
+
+
+def test_maintenance_hosts_are_skipped_unless_forced(site: Site, tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    r = runner(site, tmp_path, backend)
+    r.store.ensure_hosts(["gpu-r01-u03"])
+    r.store.transition("gpu-r01-u03", NodeState.MAINTENANCE, reason="RMA")
+    result = r.run(site.select(["gpu-r01-u03"]))
+    assert result.results[0].status == "skipped" and "RMA" in result.results[0].reason
+    forced = runner(site, tmp_path, backend, force=True).run(site.select(["gpu-r01-u03"]))
+    assert forced.results[0].status == "ok"
+
+
+def test_reimage_releases_and_redeploys_only_named(site: Site, tmp_path: Path) -> None:
+    runner(site, tmp_path, ScriptedBackend()).run(site.select(["gpu-r01-u0*"]))
+    backend = ScriptedBackend()
+    result = runner(site, tmp_path, backend, reimage=True).run(site.select(["gpu-r01-u05"]))
+    assert backend.released == ["gpu-r01-u05"] and backend.deployed == ["gpu-r01-u05"]
+    assert result.results[0].status == "ok"
+
+
+def test_wave_size_from_uplink() -> None:
+    plan = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, image_bytes=4 * 2**30)
+    assert plan.size == 8  # 100 Gb/s x 80% / 10 Gb/s
+    assert plan.bound_s == pytest.approx(4 * 2**30 * 8 * 400 / 100e9)
+    assert plan.est_makespan_s is not None and plan.est_makespan_s >= plan.bound_s
+    assert choose_wave_size(3, uplink_gbps=100, host_link_gbps=10).size == 3
+    assert choose_wave_size(50, uplink_gbps=1, host_link_gbps=10).size == 1
+    assert choose_wave_size(50, uplink_gbps=100, host_link_gbps=10, explicit=20).size == 20
