@@ -1,0 +1,213 @@
+"""The deploy HTTP server (werkzeug, threaded, in a background thread).
+
+Serves iPXE scripts per MAC, the ramdisk, images (with Range support), per-host configuration
+and cloud-init/autoinstall data, and receives the deploy callbacks. Request logs go through the
+``provisioner.deploy.http`` logger with tokens cut out of every path.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.utils import send_file
+from werkzeug.wrappers import Request, Response
+
+from provisioner.deploy.embedded import ipxe
+from provisioner.deploy.embedded.sessions import CallbackRefused, HostSession
+from provisioner.exceptions import DeployError
+
+log = logging.getLogger("provisioner.deploy.http")
+_PHONE_HOME = re.compile(r"^(/phone-home/[^/]+/)[^/?]+")
+
+
+def redact_path(path: str) -> str:
+    """A request path safe to log: phone-home tokens replaced by ``***``."""
+    return _PHONE_HOME.sub(r"\1***", path.split("?", 1)[0])
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """werkzeug's handler, logging through our logger without tokens."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        log.info(
+            "%s %s %s -> %s", self.client_address[0], self.command, redact_path(self.path), code
+        )
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        if type == "error":
+            log.warning("%s: %s", self.client_address[0], message % args if args else message)
+
+
+def _mac_key(value: str) -> str:
+    return value.lower().replace("-", ":")
+
+
+class DeployServer:
+    """Holds the sessions of the hosts being deployed and serves them over HTTP."""
+
+    def __init__(self, *, bind: str, port: int, public_url: str) -> None:
+        self.bind = bind
+        self.port = port
+        self.public_url = public_url
+        self.files: dict[str, Path] = {}  # URL path under /files/ -> file
+        self.static: dict[str, bytes] = {}  # URL path under /static/ -> content
+        self._by_host: dict[str, HostSession] = {}
+        self._by_mac: dict[str, HostSession] = {}
+        self._lock = threading.Lock()
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._map = Map(
+            [
+                Rule("/ipxe/boot.ipxe", endpoint="chain"),
+                Rule("/ipxe/<mac>", endpoint="ipxe"),
+                Rule("/files/<path:name>", endpoint="file"),
+                Rule("/static/<name>", endpoint="static"),
+                Rule("/deploy/<host>/config", endpoint="config"),
+                Rule("/deploy/<host>/seed/<doc>", endpoint="seed"),
+                Rule("/autoinstall/<host>/<doc>", endpoint="autoinstall"),
+                Rule("/callback/<host>/<kind>", endpoint="callback", methods=["POST"]),
+                Rule("/phone-home/<host>/<token>", endpoint="phone_home", methods=["POST"]),
+            ]
+        )
+
+    # -- sessions ---------------------------------------------------------------------------
+    def register(self, session: HostSession) -> None:
+        """Serve a host's attempt (replacing any earlier attempt of the same host)."""
+        with self._lock:
+            old = self._by_host.pop(session.host, None)
+            if old is not None:
+                self._by_mac.pop(old.mac, None)
+            self._by_host[session.host] = session
+            self._by_mac[_mac_key(session.mac)] = session
+
+    def unregister(self, host: str) -> None:
+        """Stop serving a host."""
+        with self._lock:
+            s = self._by_host.pop(host, None)
+            if s is not None:
+                self._by_mac.pop(_mac_key(s.mac), None)
+
+    def session(self, host: str) -> HostSession:
+        """The session of a host being served; NotFound (404) otherwise."""
+        with self._lock:
+            s = self._by_host.get(host)
+        if s is None:
+            raise NotFound(f"no deploy in progress for {host}")
+        return s
+
+    # -- WSGI -------------------------------------------------------------------------------
+    def wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        """The WSGI application."""
+        request = Request(environ)
+        adapter = self._map.bind_to_environ(environ)
+        try:
+            endpoint, args = adapter.match()
+            response = getattr(self, f"_on_{endpoint}")(request, **args)
+        except CallbackRefused as exc:
+            log.warning("refused %s %s: %s", request.method, redact_path(request.path), exc)
+            response = Response(f"{exc}\n", status=exc.status, mimetype="text/plain")
+        except HTTPException as exc:
+            response = exc.get_response(environ)
+        result: Iterable[bytes] = response(environ, start_response)
+        return result
+
+    @staticmethod
+    def _text(body: str, mimetype: str = "text/plain") -> Response:
+        return Response(body, mimetype=mimetype, headers={"Cache-Control": "no-store"})
+
+    def _on_chain(self, request: Request) -> Response:
+        return self._text(ipxe.chain_script(self.public_url))
+
+    def _on_ipxe(self, request: Request, mac: str) -> Response:
+        with self._lock:
+            s = self._by_mac.get(_mac_key(mac))
+        if s is None:
+            raise NotFound("no deploy for this MAC")
+        if s.installed:
+            return self._text(ipxe.local_boot_script(s.host))
+        return self._text(s.ipxe_script)
+
+    def _on_file(self, request: Request, name: str) -> Response:
+        path = self.files.get(name)
+        if path is None:
+            raise NotFound()
+        return send_file(path, request.environ, conditional=True, max_age=None)
+
+    def _on_static(self, request: Request, name: str) -> Response:
+        if name not in self.static:
+            raise NotFound()
+        return Response(self.static[name], mimetype="text/plain")
+
+    def _on_config(self, request: Request, host: str) -> Response:
+        return self._text(self.session(host).take_config())
+
+    @staticmethod
+    def _bearer(request: Request) -> str | None:
+        auth = request.headers.get("Authorization", "")
+        return auth[7:].strip() if auth.startswith("Bearer ") else None
+
+    def _on_seed(self, request: Request, host: str, doc: str) -> Response:
+        s = self.session(host)
+        s.check_token(self._bearer(request))
+        if doc not in s.seed:
+            raise NotFound()
+        return self._text(s.seed[doc])
+
+    def _on_autoinstall(self, request: Request, host: str, doc: str) -> Response:
+        s = self.session(host)
+        if doc == "vendor-data":
+            return self._text("")
+        if doc not in s.autoinstall:
+            raise NotFound()
+        return self._text(s.autoinstall[doc])
+
+    def _on_callback(self, request: Request, host: str, kind: str) -> Response:
+        s = self.session(host)
+        body = request.get_data(cache=False, as_text=True)
+        s.report(kind, self._bearer(request), body)
+        log.info("host %s reported %s", host, kind)
+        return self._text("ok\n")
+
+    def _on_phone_home(self, request: Request, host: str, token: str) -> Response:
+        self.session(host).phone_home(token)
+        log.info("host %s booted its new OS (cloud-init phone-home)", host)
+        return self._text("ok\n")
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Listen and serve in a daemon thread."""
+        try:
+            self._server = make_server(
+                self.bind, self.port, self.wsgi, threaded=True, request_handler=_QuietHandler
+            )
+        except OSError as exc:
+            raise DeployError(
+                f"deploy HTTP server cannot listen on {self.bind}:{self.port}: {exc.strerror}",
+                hint=(
+                    "is another `provision` run or service using the port, or is the address "
+                    "not configured here? (settings.embedded.http_address/http_port)"
+                ),
+            ) from exc
+        self.port = self._server.server_port
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="deploy-http", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

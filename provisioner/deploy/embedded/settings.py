@@ -1,0 +1,85 @@
+"""``settings.embedded`` of a site file: where the embedded backend runs its services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provisioner.exceptions import InventoryError
+
+if TYPE_CHECKING:
+    from provisioner.inventory.model import Site
+
+
+class AutoinstallSettings(BaseModel):
+    """Ubuntu netboot artefacts for ``method: autoinstall`` (URLs the hosts can reach)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kernel_url: str
+    initrd_url: str
+    iso_url: str
+    extra_args: str = ""
+
+
+class EmbeddedSettings(BaseModel):
+    """Where dnsmasq and the deploy HTTP server run, and how hosts reach them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interface: str  # the provisioning interface dnsmasq binds to
+    server_address: str  # this machine's address on the provisioning network (TFTP next-server)
+    netns: str | None = None  # run dnsmasq inside this network namespace (the lab)
+    http_address: str | None = None  # where hosts reach the HTTP server; default server_address
+    http_port: int = Field(default=8080, ge=1, le=65535)
+    http_bind: str | None = None  # address the HTTP server binds; default http_address
+    log_dir: str | None = None  # dnsmasq config/log/leases, TFTP root; default the state dir
+    dhcp_lease_s: int = Field(default=3600, ge=120)
+    dynamic_range: str | None = None  # "a.b.c.d,a.b.c.e": a dynamic pool; none unless asked
+    ramdisk_flavour: str = "cloud-amd64"  # Debian kernel flavour of the deploy ramdisk
+    boot_firmware: Literal["auto", "bios", "uefi"] = "auto"
+    callback_timeout_s: float = Field(default=600.0, gt=0)  # PXE to "started"
+    power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
+    wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
+    autoinstall: AutoinstallSettings | None = None
+
+    @property
+    def public_http(self) -> str:
+        """Base URL of the HTTP server as the hosts see it."""
+        return f"http://{self.http_address or self.server_address}:{self.http_port}"
+
+    @property
+    def bind_address(self) -> str:
+        """Address the HTTP server listens on."""
+        return self.http_bind or self.http_address or self.server_address
+
+
+def embedded_settings(site: Site) -> EmbeddedSettings:
+    """Validate ``settings.embedded`` of a site; InventoryError names the bad key."""
+    raw = site.settings.embedded
+    if not raw:
+        raise InventoryError(
+            "the embedded deploy backend needs settings.embedded",
+            file=str(site.path),
+            key="settings.embedded",
+            hint="add at least `embedded: {interface: <provisioning NIC>, server_address: <its IP>}`",
+        )
+    try:
+        return EmbeddedSettings.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = "settings.embedded." + ".".join(str(p) for p in err["loc"])
+        raise InventoryError(err["msg"], file=str(site.path), key=key) from None
+
+
+def state_dir(site: Site, settings: EmbeddedSettings) -> Path:
+    """Directory for dnsmasq's config, leases and log, and the TFTP root."""
+    if settings.log_dir:
+        return site.resolve_path(settings.log_dir)
+    import os
+
+    base = os.environ.get("PROVISIONER_STATE_DIR")
+    root = Path(base) if base else Path.home() / ".local/state/provisioner"
+    return root / f"{site.name}-embedded"

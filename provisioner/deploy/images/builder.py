@@ -1,0 +1,224 @@
+"""The lab OS image: Debian bookworm with cloud-init and OpenSSH, as a bootable disk image.
+
+Built without loop devices or mounts (several builds may run on one CI machine): debootstrap
+into a directory, ``mkfs.ext4 -d`` makes the root filesystem from it, a small FAT partition
+holds the kernel, initrd and SYSLINUX (installed through mtools), and the pieces are copied into
+an MBR-partitioned disk file. The root partition is last so the deploy ramdisk can grow it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from provisioner.deploy.images.cache import (
+    build_slot,
+    mark_done,
+    read_manifest,
+    recipe_key,
+    sha256_file,
+)
+from provisioner.deploy.images.commands import require_tools, run
+from provisioner.exceptions import DeployError
+
+BUILDER_VERSION = "3"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# debootstrap resolves no virtual packages: python3-cffi-backend provides what
+# python3-cryptography (pulled by cloud-init) needs, so it is named explicitly.
+DEFAULT_PACKAGES = (
+    "systemd-sysv",
+    "udev",
+    "linux-image-cloud-amd64",
+    "openssh-server",
+    "cloud-init",
+    "python3-cffi-backend",
+    "ifupdown",
+    "sudo",
+    "python3",
+    "e2fsprogs",
+    "netbase",
+    "iproute2",
+    "ca-certificates",
+    "systemd-timesyncd",
+    "less",
+)
+BOOT_MB = 64
+SECTOR = 512
+
+CLOUD_CFG = """\
+# written by provisioner's lab image builder
+datasource_list: [NoCloud, None]
+# the deploy ramdisk already grew the root partition and filesystem
+growpart: {mode: "off"}
+resize_rootfs: false
+"""
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """Everything that decides the image's content; its hash is the cache key."""
+
+    suite: str = "bookworm"
+    mirror: str = field(
+        default_factory=lambda: os.environ.get("PROVISIONER_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    )
+    packages: tuple[str, ...] = DEFAULT_PACKAGES
+    format: Literal["raw", "qcow2"] = "raw"
+    free_mb: int = 256  # room left in the root filesystem before the deploy grows it
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """A finished image in the cache."""
+
+    path: Path
+    format: str
+    sha256: str
+    size_bytes: int
+    root_partition: int
+    kernel: str
+
+
+def _chroot_setup(root: Path, root_uuid: str) -> str:
+    """Configure the tree for first boot; return the kernel version."""
+    (root / "etc/fstab").write_text(f"UUID={root_uuid} / ext4 errors=remount-ro 0 1\n")
+    (root / "etc/hostname").write_text("localhost\n")
+    (root / "etc/cloud/cloud.cfg.d/90-provisioner.cfg").write_text(CLOUD_CFG)
+    # every host must get its own identity on first boot
+    (root / "etc/machine-id").write_text("")
+    dbus_id = root / "var/lib/dbus/machine-id"
+    if dbus_id.exists() or dbus_id.is_symlink():
+        dbus_id.unlink()
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+    (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    kernels = sorted((root / "boot").glob("vmlinuz-*"))
+    if not kernels:
+        raise DeployError(f"no kernel in {root}/boot: is linux-image-cloud-amd64 in the recipe?")
+    return kernels[-1].name.removeprefix("vmlinuz-")
+
+
+def _boot_partition(root: Path, kver: str, root_uuid: str, work: Path) -> Path:
+    boot = work / "boot.fat"
+    run(["mkfs.vfat", "-n", "BOOT", "-C", boot, str(BOOT_MB * 1024)], what="making /boot (vfat)")
+    run(["syslinux", "--install", boot], what="installing SYSLINUX")
+    cfg = work / "syslinux.cfg"
+    cfg.write_text(
+        "DEFAULT linux\nTIMEOUT 1\nPROMPT 0\nLABEL linux\n  LINUX /vmlinuz\n  INITRD /initrd.img\n"
+        f"  APPEND root=UUID={root_uuid} ro console=tty0 console=ttyS0,115200n8\n"
+    )
+    shutil.copy(root / f"boot/vmlinuz-{kver}", work / "vmlinuz")
+    shutil.copy(root / f"boot/initrd.img-{kver}", work / "initrd.img")
+    run(
+        ["mcopy", "-i", boot, work / "vmlinuz", work / "initrd.img", cfg, "::/"],
+        what="copying the kernel to /boot",
+    )
+    return boot
+
+
+def _assemble(boot: Path, rootfs: Path, disk: Path) -> None:
+    boot_sectors = boot.stat().st_size // SECTOR
+    root_sectors = rootfs.stat().st_size // SECTOR
+    boot_start = 2048
+    root_start = boot_start + boot_sectors
+    total = root_start + root_sectors + 2048
+    with disk.open("wb") as f:
+        f.truncate(total * SECTOR)
+    layout = (
+        "label: dos\n"
+        f"start={boot_start}, size={boot_sectors}, type=c, bootable\n"
+        f"start={root_start}, size={root_sectors}, type=83\n"
+    )
+    run(
+        ["sfdisk", "--no-reread", "--no-tell-kernel", disk],
+        what="partitioning",
+        input=layout.encode(),
+    )
+    mbr = next(
+        (
+            p
+            for p in (Path("/usr/lib/syslinux/mbr/mbr.bin"), Path("/usr/lib/SYSLINUX/mbr.bin"))
+            if p.exists()
+        ),
+        None,
+    )
+    if mbr is None:
+        raise DeployError("SYSLINUX's mbr.bin not found", hint="apt-get install syslinux-common")
+    with disk.open("r+b") as f:
+        f.write(mbr.read_bytes()[:440])  # boot code only; the partition table stays
+        for src, start in ((boot, boot_start), (rootfs, root_start)):
+            f.seek(start * SECTOR)
+            with src.open("rb") as s:
+                shutil.copyfileobj(s, f, 8 << 20)
+
+
+def build_lab_image(recipe: ImageRecipe | None = None) -> BuiltImage:
+    """Build (or find in the cache) the lab OS image."""
+    recipe = recipe or ImageRecipe()
+    key = recipe_key({"v": BUILDER_VERSION, **asdict(recipe)})
+    with build_slot("images", key) as (out, done):
+        if not done:
+            require_tools("debootstrap", "mkfs.ext4", "mkfs.vfat", "syslinux", "mcopy", "sfdisk")
+            _build(recipe, out)
+        m = read_manifest(out)
+    return BuiltImage(
+        path=out / m["file"],
+        format=m["format"],
+        sha256=m["sha256"],
+        size_bytes=m["size_bytes"],
+        root_partition=m["root_partition"],
+        kernel=m["kernel"],
+    )
+
+
+def _build(recipe: ImageRecipe, out: Path) -> None:
+    work = out / "work"
+    root = work / "rootfs"
+    work.mkdir()
+    run(
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(recipe.packages)}",
+            recipe.suite,
+            root,
+            recipe.mirror,
+        ],
+        what=f"debootstrap {recipe.suite} from {recipe.mirror}",
+        timeout=1500,
+    )
+    root_uuid = str(uuid.uuid4())
+    kver = _chroot_setup(root, root_uuid)
+    used_kb = int(run(["du", "-sk", "--apparent-size", root], what="sizing the root fs").split()[0])
+    size_mb = used_kb * 12 // 10 // 1024 + recipe.free_mb
+    rootfs = work / "root.ext4"
+    run(
+        ["mkfs.ext4", "-q", "-L", "provroot", "-U", root_uuid, "-d", root, rootfs, f"{size_mb}M"],
+        what="making the root filesystem",
+    )
+    boot = _boot_partition(root, kver, root_uuid, work)
+    raw = out / "disk.raw"
+    _assemble(boot, rootfs, raw)
+    final = raw
+    if recipe.format == "qcow2":
+        final = out / "disk.qcow2"
+        run(["qemu-img", "convert", "-O", "qcow2", raw, final], what="converting to qcow2")
+        raw.unlink()
+    shutil.rmtree(work)
+    mark_done(
+        out,
+        {
+            "file": final.name,
+            "format": recipe.format,
+            "sha256": sha256_file(final),
+            "size_bytes": final.stat().st_size,
+            "root_partition": 2,
+            "kernel": kver,
+            "recipe": asdict(recipe),
+        },
+    )

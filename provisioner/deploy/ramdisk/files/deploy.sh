@@ -1,0 +1,91 @@
+#!/bin/sh
+# Image deploy, run by the ramdisk's init with the host's one-time configuration:
+# pick the root disk by its hint, stream the image onto it while hashing it, verify the sha256,
+# grow the root partition and filesystem, write the cloud-init NoCloud seed, report, power off.
+# Only the chosen disk is written: data disks are never touched.
+set -u
+. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS
+LOG=/tmp/deploy.log
+: > "$LOG"
+log() { echo "deploy: $*" | tee -a "$LOG"; }
+post() {
+  wget -q -O /dev/null --header "Authorization: Bearer $DEPLOY_TOKEN" --post-file "$2" \
+    "$CALLBACK_URL/$1" || echo "deploy: callback $1 failed"
+}
+fail() {
+  log "FAILED: $*"
+  post failed "$LOG"
+  echo "deploy: reported the failure; waiting for the orchestrator to power this host off"
+  exec setsid cttyhack sh
+}
+partdev() { case "$1" in *[0-9]) echo "/dev/${1}p$2" ;; *) echo "/dev/$1$2" ;; esac; }
+wait_dev() { i=0; while [ ! -b "$1" ] && [ "$i" -lt 50 ]; do sleep 0.2; i=$((i + 1)); done; [ -b "$1" ]; }
+
+echo "ramdisk up: $(uname -r)" > /tmp/started
+post started /tmp/started
+
+# shellcheck disable=SC2086 # HINT_ARGS is a pre-quoted argument list
+eval "set -- $HINT_ARGS"
+disk=$(sh /pick-disk.sh "$@" 2>/tmp/pick.err) || { cat /tmp/pick.err >> "$LOG"; fail "$(head -1 /tmp/pick.err)"; }
+cat /tmp/pick.err >> "$LOG"
+log "root disk: /dev/$disk ($(cat /sys/block/$disk/size) sectors)"
+
+log "streaming $IMAGE_URL to /dev/$disk"
+rm -f /tmp/sum.fifo; mkfifo /tmp/sum.fifo
+sha256sum < /tmp/sum.fifo > /tmp/sum &
+hasher=$!
+set -o pipefail
+if ! wget -q -O - "$IMAGE_URL" | tee /tmp/sum.fifo | dd of="/dev/$disk" bs=4M conv=fsync 2>>"$LOG"; then
+  wait "$hasher"
+  fail "download or write of the image failed"
+fi
+set +o pipefail
+wait "$hasher"
+got=$(cut -d' ' -f1 /tmp/sum)
+if [ "$got" != "$IMAGE_SHA256" ]; then
+  # a corrupt image must never boot: clear its partition table
+  dd if=/dev/zero of="/dev/$disk" bs=1M count=1 conv=fsync 2>/dev/null
+  fail "image sha256 mismatch: expected $IMAGE_SHA256, got $got"
+fi
+log "sha256 verified: $got"
+
+blockdev --rereadpt "/dev/$disk" 2>>"$LOG"
+if [ -z "${ROOT_PART:-}" ]; then
+  ROOT_PART=$(sfdisk -d "/dev/$disk" | sed -n 's|^/dev/[^ ]*[^0-9]\([0-9][0-9]*\) :.*|\1|p' | tail -1)
+fi
+[ -n "$ROOT_PART" ] || fail "the image on /dev/$disk has no partition table"
+if sfdisk -d "/dev/$disk" | grep -q '^label: gpt'; then
+  sfdisk --relocate gpt-bak-std "/dev/$disk" >>"$LOG" 2>&1
+fi
+echo ", +" | sfdisk --no-reread --no-tell-kernel -N "$ROOT_PART" "/dev/$disk" >>"$LOG" 2>&1 \
+  || fail "growing partition $ROOT_PART of /dev/$disk failed"
+blockdev --rereadpt "/dev/$disk" 2>>"$LOG"
+[ -x /lib/systemd/systemd-udevd ] && udevadm settle --timeout=30
+root=$(partdev "$disk" "$ROOT_PART")
+wait_dev "$root" || fail "$root did not appear after re-reading the partition table"
+fstype=$(blkid -o value -s TYPE "$root")
+case "$fstype" in
+  ext2|ext3|ext4)
+    e2fsck -fy "$root" >>"$LOG" 2>&1; rc=$?
+    [ "$rc" -lt 4 ] || fail "e2fsck $root exited $rc"
+    resize2fs "$root" >>"$LOG" 2>&1 || fail "resize2fs $root failed"
+    ;;
+  *) fail "root partition $root holds '$fstype'; only ext2/3/4 roots can be grown and seeded" ;;
+esac
+log "grew $root to $(cat /sys/class/block/${root#/dev/}/size) sectors"
+
+mount -t "$fstype" "$root" /mnt || fail "mounting $root failed"
+seed=/mnt/var/lib/cloud/seed/nocloud
+mkdir -p "$seed"
+for f in meta-data user-data network-config; do
+  wget -q -O "$seed/$f" --header "Authorization: Bearer $DEPLOY_TOKEN" "$SEED_URL/$f" \
+    || { umount /mnt; fail "fetching the cloud-init seed $f failed"; }
+done
+chmod 600 "$seed/user-data"
+umount /mnt || fail "unmounting $root failed"
+sync
+log "cloud-init seed written to $root:/var/lib/cloud/seed/nocloud"
+post finished "$LOG"
+sync
+echo "deploy: done, powering off"
+poweroff -f

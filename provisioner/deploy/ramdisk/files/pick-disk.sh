@@ -1,0 +1,74 @@
+#!/bin/sh
+# Pick the root disk by its hint; print its kernel name (e.g. vdb) and nothing else on stdout.
+# Usage: pick-disk.sh [--serial S] [--wwn W] [--by-path P] [--model M] [--min-gb N] [--max-gb N]
+# Every given criterion must hold. Exit 3, listing every candidate on stderr, unless exactly one
+# disk matches: writing an OS to a guessed disk could destroy a data disk.
+# Shared by the deploy ramdisk and the autoinstall early-command guard; POSIX sh + sysfs only.
+serial='' wwn='' bypath='' model='' mingb='' maxgb=''
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --serial) serial=$2; shift 2 ;;
+    --wwn) wwn=$2; shift 2 ;;
+    --by-path) bypath=${2#/dev/disk/by-path/}; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --min-gb) mingb=$2; shift 2 ;;
+    --max-gb) maxgb=$2; shift 2 ;;
+    *) echo "pick-disk: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+clean() { tr -d '\000' | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//'; }
+first_of() { for f in "$@"; do if [ -r "$f" ]; then clean < "$f"; return 0; fi; done; return 1; }
+norm_wwn() { tr 'A-Z' 'a-z' | sed 's/^wwn-//; s/^naa\.//; s/^eui\.//; s/^0x//'; }
+udev_prop() { command -v udevadm >/dev/null 2>&1 && udevadm info -q property -n "/dev/$1" 2>/dev/null | sed -n "s/^$2=//p"; }
+
+disk_serial() {
+  first_of "/sys/block/$1/serial" "/sys/block/$1/device/serial" && return 0
+  if [ -r "/sys/block/$1/device/vpd_pg80" ]; then
+    dd if="/sys/block/$1/device/vpd_pg80" bs=1 skip=4 2>/dev/null | clean; return 0
+  fi
+  udev_prop "$1" ID_SERIAL_SHORT
+}
+disk_wwn() {
+  first_of "/sys/block/$1/device/wwid" "/sys/block/$1/wwid" | norm_wwn && return 0
+  udev_prop "$1" ID_WWN | norm_wwn
+}
+disk_bypath() {
+  for l in /dev/disk/by-path/*; do
+    [ -L "$l" ] || continue
+    if [ "$(readlink -f "$l")" = "/dev/$1" ]; then echo "${l#/dev/disk/by-path/}"; return 0; fi
+  done
+  udev_prop "$1" ID_PATH
+}
+
+want_wwn=$(printf '%s' "$wwn" | norm_wwn)
+matches='' count=0 report=''
+for sys in /sys/block/*; do
+  d=${sys##*/}
+  case "$d" in loop*|ram*|zram*|sr*|fd*|dm-*|md*|nbd*) continue ;; esac
+  [ "$(cat "$sys/removable" 2>/dev/null)" = 1 ] && continue
+  sectors=$(cat "$sys/size" 2>/dev/null || echo 0)
+  [ "$sectors" -gt 0 ] || continue
+  s=$(disk_serial "$d"); w=$(disk_wwn "$d"); p=$(disk_bypath "$d")
+  m=$(first_of "$sys/device/model" || true)
+  gb=$(awk -v s="$sectors" 'BEGIN { printf "%.1f", s * 512 / 1e9 }')
+  report="$report  $d serial=${s:-?} wwn=${w:-?} model=\"${m:-?}\" size_gb=$gb by_path=${p:-?}
+"
+  ok=1
+  [ -n "$serial" ] && [ "$s" != "$serial" ] && ok=0
+  [ -n "$want_wwn" ] && [ "$w" != "$want_wwn" ] && ok=0
+  [ -n "$bypath" ] && [ "$p" != "$bypath" ] && ok=0
+  [ -n "$model" ] && [ "$m" != "$model" ] && ok=0
+  [ -n "$mingb" ] && awk -v a="$gb" -v b="$mingb" 'BEGIN { exit !(a < b) }' && ok=0
+  [ -n "$maxgb" ] && awk -v a="$gb" -v b="$maxgb" 'BEGIN { exit !(a > b) }' && ok=0
+  if [ "$ok" = 1 ]; then matches="$matches $d"; count=$((count + 1)); fi
+done
+
+hint="serial=${serial:--} wwn=${wwn:--} by_path=${bypath:--} model=${model:--} size_gb=${mingb:-0}..${maxgb:-inf}"
+if [ "$count" -ne 1 ]; then
+  if [ "$count" -eq 0 ]; then what="no disk matches"; else what="$count disks match ($matches )"; fi
+  printf 'root disk hint: %s the hint %s; refusing to guess. Disks seen:\n%s' \
+    "$what" "$hint" "$report" >&2
+  exit 3
+fi
+echo "${matches# }"
