@@ -1,9 +1,121 @@
-"""Commands of this area (filled in by the area's issue)."""
+"""`provision lab up/down/status`: the virtual rack on this machine."""
 
 from __future__ import annotations
 
+import json
+from typing import Literal
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from provisioner.cli.errors import exit_with, handle_errors, is_tty
+from provisioner.exceptions import ExitCode
+
+lab_app = typer.Typer(
+    help="The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
+    "(needs root). Its site is `lab`: `provision ... --site lab`.",
+    no_args_is_help=True,
+)
+# Wide enough for the status table when piped (CI logs), as rich assumes 80 columns then.
+console = Console(highlight=False, width=None if is_tty() else 160)
+
+
+def _print_status(st: object) -> None:
+    from provisioner.lab.lab import LabStatus
+
+    assert isinstance(st, LabStatus)
+    state = "[green]up[/]" if st.up else ("[red]down[/]" if not st.netns_exists else "[yellow]degraded[/]")
+    console.print(f"lab {st.netns!r}: {state}")
+    console.print(
+        f"  namespace: {'yes' if st.netns_exists else 'no'}   uplink: {'yes' if st.uplink else 'no'}"
+        f"   libvirtd: {'running' if st.libvirtd else 'not running'}"
+    )
+    console.print(f"  site: {st.site or 'not generated'}")
+    if st.hosts:
+        table = Table("host", "VM", "power", "BMC", "answers", "provisioning MAC", "root disk")
+        for h in st.hosts:
+            table.add_row(
+                h.name,
+                h.domain,
+                h.power,
+                h.bmc_url,
+                "[green]yes[/]" if h.bmc_answers else "[red]no[/]",
+                h.provisioning_mac,
+                h.root_disk_serial,
+            )
+        console.print(table)
+    others = {pid: name for pid, name in st.netns_processes.items() if name != "python3"}
+    if others:
+        console.print(
+            "  other processes in the namespace: "
+            + ", ".join(f"{name}[{pid}]" for pid, name in sorted(others.items()))
+        )
+
+
+@lab_app.command("up")
+@handle_errors
+def up_cmd(
+    hosts: int = typer.Option(None, "--hosts", help="Number of servers (default 2, or as now)."),
+    disks: int = typer.Option(None, "--disks", help="Disks per server (default 3, or as now)."),
+    firmware: str = typer.Option(None, "--firmware", help="bios (SeaBIOS+iPXE) or uefi (OVMF)."),
+    memory: int = typer.Option(None, "--memory", help="MiB of memory per VM (default 1024)."),
+) -> None:
+    """Create the lab, or repair it: idempotent, a second run keeps what exists."""
+    from provisioner.lab.lab import resolve_plan, up
+
+    fw: Literal["bios", "uefi"] | None = None
+    if firmware is not None:
+        if firmware not in ("bios", "uefi"):
+            from provisioner.exceptions import InputError
+
+            raise InputError(f"--firmware {firmware!r} is not supported", hint="use bios or uefi")
+        fw = firmware  # type: ignore[assignment]
+    plan = resolve_plan(hosts=hosts, disks=disks, firmware=fw, memory_mib=memory)
+    console.print(
+        f"bringing up lab {plan.netns!r}: {plan.hosts} hosts, {plan.disks} disks each, "
+        f"{plan.firmware} firmware (VMs stay powered off; their BMCs power them on)"
+    )
+    _print_status(up(plan))
+    console.print(f"next: provision discover --site lab   (site file {plan.site_path})")
+
+
+@lab_app.command("down")
+@handle_errors
+def down_cmd() -> None:
+    """Remove everything the lab made: VMs, disks, BMCs, processes, networks, files."""
+    from provisioner.lab.lab import down
+
+    report = down()
+    if report.nothing:
+        console.print("lab down: nothing to remove")
+        return
+    console.print(
+        f"lab down: removed {len(report.domains)} VMs, "
+        f"{'the disk pool, ' if report.pool else ''}{len(report.killed_pids)} processes, "
+        f"{'the namespace, ' if report.netns else ''}{len(report.links)} links, "
+        f"{len(report.files)} files"
+        + (f"; stopped {', '.join(report.daemons)}" if report.daemons else "")
+    )
+
+
+@lab_app.command("status")
+@handle_errors
+def status_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Show what runs: namespace, VMs with power state, BMCs answering. Exit 5 unless up."""
+    from provisioner.lab.lab import status
+
+    st = status()
+    if as_json:
+        typer.echo(json.dumps(st.to_dict(), indent=2))
+    else:
+        _print_status(st)
+    if not st.up:
+        exit_with(ExitCode.NOT_READY)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Add `provision lab ...` to the root app."""
+    app.add_typer(lab_app, name="lab")

@@ -1,0 +1,352 @@
+"""`provision lab up/down/status`: build, tear down and inspect the virtual rack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from provisioner.exceptions import InputError
+from provisioner.lab import bmc, daemons, network, pki, sitegen, vms
+from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
+from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
+
+DEFAULTS: dict[str, Any] = {"hosts": 2, "disks": 3, "firmware": "bios", "memory_mib": 1024}
+_KNOBS = ("hosts", "disks", "firmware", "memory_mib")
+
+
+def read_manifest(plan: LabPlan) -> dict[str, Any] | None:
+    """The manifest of a lab that was brought up, or None."""
+    try:
+        data = json.loads(plan.manifest_path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def resolve_plan(
+    *,
+    hosts: int | None = None,
+    disks: int | None = None,
+    firmware: Firmware | None = None,
+    memory_mib: int | None = None,
+) -> LabPlan:
+    """The plan for `lab up`: the asked knobs, else the running lab's, else the defaults.
+
+    A running lab can grow, but not shrink or change its disks/firmware in place, because
+    that would destroy VMs and disks the user did not ask to remove.
+    """
+    base = LabPlan.from_env()
+    current = read_manifest(base) or {}
+    asked = {"hosts": hosts, "disks": disks, "firmware": firmware, "memory_mib": memory_mib}
+    knobs: dict[str, Any] = {}
+    for key in _KNOBS:
+        have, want = current.get(key), asked[key]
+        if want is None:
+            knobs[key] = have if have is not None else DEFAULTS[key]
+            continue
+        knobs[key] = want
+        if have is None or have == want:
+            continue
+        if key == "hosts" and want > have:
+            continue
+        flag = {"memory_mib": "--memory"}.get(key, f"--{key}")
+        raise InputError(
+            f"lab {base.netns!r} is up with {flag} {have}; it cannot change to {want} in place",
+            hint="run `provision lab down` first (this deletes the lab's VMs and disks), "
+            "or leave the option out to keep the running lab",
+        )
+    return replace(base, **knobs)
+
+
+@dataclass
+class HostStatus:
+    """One lab host as `lab status` reports it."""
+
+    name: str
+    domain: str
+    power: str
+    bmc_url: str
+    bmc_pid: int | None
+    bmc_answers: bool
+    provisioning_mac: str
+    data_mac: str
+    root_disk_serial: str
+    console_log: str
+
+
+@dataclass
+class LabStatus:
+    """What runs of the lab: namespace, daemons, VMs and BMCs."""
+
+    netns: str
+    netns_exists: bool
+    uplink: bool
+    libvirtd: bool
+    site: str | None
+    hosts: list[HostStatus] = field(default_factory=list)
+    netns_processes: dict[int, str] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def up(self) -> bool:
+        """Whether everything the lab needs is there and answering."""
+        return (
+            self.netns_exists
+            and self.uplink
+            and self.libvirtd
+            and self.site is not None
+            and bool(self.hosts)
+            and all(h.power != "Missing" and h.bmc_answers for h in self.hosts)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["up"] = self.up
+        data["netns_processes"] = {str(k): v for k, v in self.netns_processes.items()}
+        return data
+
+
+def _manifest(plan: LabPlan) -> dict[str, Any]:
+    return {
+        "netns": plan.netns,
+        "slot": plan.slot,
+        "hosts": plan.hosts,
+        "disks": plan.disks,
+        "firmware": plan.firmware,
+        "memory_mib": plan.memory_mib,
+        "state_dir": str(plan.state_dir),
+        "site": str(plan.site_path),
+        "ca_bundle": str(plan.ca_bundle_path),
+        "provisioning_net": str(plan.provisioning_net),
+        "bmc_net": str(plan.bmc_net),
+        "uplink": {"host": str(plan.host_uplink_address), "link": plan.host_uplink},
+        "lab_hosts": [
+            {
+                "name": h.name,
+                "domain": h.domain,
+                "uuid": h.uuid,
+                "provisioning_mac": h.provisioning_mac,
+                "data_mac": h.data_mac,
+                "bmc_url": f"https://{h.bmc_address}:{h.bmc_port}",
+                "disk_serials": list(h.disk_serials),
+                "root_disk_serial": h.root_disk_serial,
+                "console_log": str(plan.console_log(h)),
+            }
+            for h in plan.lab_hosts
+        ],
+    }
+
+
+def _write_manifest(plan: LabPlan, data: dict[str, Any]) -> None:
+    tmp = plan.manifest_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(plan.manifest_path)
+
+
+def up(plan: LabPlan) -> LabStatus:
+    """Build the lab described by ``plan``, or repair it; a second call changes nothing."""
+    daemons.require_tools(plan.firmware)
+    network.check_conflicts(plan)
+    daemons.ensure_daemons()
+    plan.state_dir.mkdir(parents=True, exist_ok=True)
+    # qemu runs as libvirt-qemu and must reach the disks and console logs below.
+    for d in (plan.state_dir, plan.state_dir.parent):
+        if d == plan.state_dir or d == STATE_ROOT:
+            os.chmod(d, 0o755)
+    # Written first so that `lab down` after a crash half-way knows the lab's knobs.
+    _write_manifest(plan, {**_manifest(plan), "complete": False})
+    network.ensure_namespace(plan)
+    for host in plan.lab_hosts:
+        network.ensure_host_links(plan, host)
+    ca_cert, ca_key = pki.ensure_ca(plan.pki_dir, plan.netns)
+    ssh_key, ssh_pub = pki.ensure_ssh_key(plan.ssh_dir, f"provisioner-lab-{plan.netns}")
+    with vms.connect(plan.libvirt_uri) as conn:
+        pool = vms.ensure_pool(conn, plan)
+        for host in plan.lab_hosts:
+            vms.ensure_volumes(pool, plan, host)
+            vms.ensure_domain(conn, plan, host)
+        pool.refresh(0)
+    started: list[tuple[LabHost, int]] = []
+    for host in plan.lab_hosts:
+        changed = bmc.prepare_bmc(plan, host, ca_cert, ca_key)
+        running = bmc.bmc_process(plan, host).pid()
+        if running is not None and not changed:
+            continue
+        if running is not None:
+            bmc.stop_bmc(plan, host)
+        started.append((host, bmc.start_bmc(plan, host)))
+    for host, pid in started:
+        bmc.wait_ready(plan, host, ca_cert, pid)
+    doc = sitegen.site_document(plan, ssh_public_key=ssh_pub, ssh_private_key=ssh_key)
+    sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
+    _write_manifest(plan, {**_manifest(plan), "complete": True})
+    return status(plan)
+
+
+def _knobs_plan() -> LabPlan:
+    """The plan of the lab named by the environment, with the knobs it was built with."""
+    base = LabPlan.from_env()
+    current = read_manifest(base) or {}
+    knobs = {k: current[k] for k in _KNOBS if k in current}
+    try:
+        return replace(base, **knobs)
+    except InputError:
+        return base
+
+
+def status(plan: LabPlan | None = None) -> LabStatus:
+    """Inspect the lab: namespace, uplink, libvirtd, each VM's power and BMC."""
+    plan = plan or _knobs_plan()
+    manifest = read_manifest(plan) or {}
+    st = LabStatus(
+        netns=plan.netns,
+        netns_exists=netns_exists(plan.netns),
+        uplink=network.link_exists(plan.host_uplink),
+        libvirtd=bool(daemons.find_pids("libvirtd")) and daemons.SOCKET.exists(),
+        site=str(plan.site_path) if plan.site_path.exists() else None,
+        knobs={k: manifest.get(k) for k in _KNOBS} if manifest else {},
+    )
+    if not manifest:
+        return st
+    powers: dict[str, str] = {}
+    if st.libvirtd:
+        with vms.connect(plan.libvirt_uri) as conn:
+            powers = vms.power_states(conn, plan)
+    ca = plan.ca_bundle_path if plan.ca_bundle_path.exists() else plan.pki_dir / "ca.pem"
+    for host in plan.lab_hosts:
+        pid = bmc.bmc_process(plan, host).pid()
+        answers = False
+        if pid is not None and plan.password_file(host).exists():
+            answers = bmc.probe(host, ca, pki.ensure_password(plan.password_file(host)))
+        st.hosts.append(
+            HostStatus(
+                name=host.name,
+                domain=host.domain,
+                power=powers.get(host.domain, "Missing"),
+                bmc_url=f"https://{host.bmc_address}:{host.bmc_port}",
+                bmc_pid=pid,
+                bmc_answers=answers,
+                provisioning_mac=host.provisioning_mac,
+                data_mac=host.data_mac,
+                root_disk_serial=host.root_disk_serial,
+                console_log=str(plan.console_log(host)),
+            )
+        )
+    for pid in netns_pids(plan.netns):
+        try:
+            st.netns_processes[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+    return st
+
+
+@dataclass
+class DownReport:
+    """What `lab down` removed."""
+
+    domains: list[str] = field(default_factory=list)
+    pool: bool = False
+    killed_pids: list[int] = field(default_factory=list)
+    netns: bool = False
+    links: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    daemons: list[str] = field(default_factory=list)
+
+    @property
+    def nothing(self) -> bool:
+        return not (
+            self.domains or self.pool or self.killed_pids or self.netns or self.links
+            or self.files or self.daemons
+        )
+
+
+def _libvirt_has_leftovers(plan: LabPlan) -> bool:
+    """Whether libvirt's persistent config still holds this lab's domains or pool."""
+    qemu = Path("/etc/libvirt/qemu")
+    if qemu.is_dir() and any(plan.owns_domain(p.stem) for p in qemu.glob("*.xml")):
+        return True
+    return Path(f"/etc/libvirt/storage/{plan.pool_name}.xml").exists()
+
+
+def _processes_using(path: Path) -> list[int]:
+    """Pids whose command line mentions ``path`` (BMCs or captures left outside the netns)."""
+    needle = str(path).encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline and pid_alive(int(entry.name)):
+            pids.append(int(entry.name))
+    return pids
+
+
+def down(plan: LabPlan | None = None) -> DownReport:
+    """Remove every VM, disk, BMC, process, link, namespace and file of the lab.
+
+    Works from the manifest when there is one and by naming convention otherwise, so it also
+    cleans up after a crashed or interrupted `lab up`.
+    """
+    plan = plan or _knobs_plan()
+    daemons.require_tools()
+    report = DownReport()
+    libvirt_up = bool(daemons.find_pids("libvirtd")) and daemons.SOCKET.exists()
+    if not libvirt_up and _libvirt_has_leftovers(plan):
+        daemons.ensure_daemons()
+        libvirt_up = True
+    if libvirt_up:
+        with vms.connect(plan.libvirt_uri) as conn:
+            report.domains = vms.remove_domains(conn, plan)
+            report.pool = vms.remove_pool(conn, plan)
+    for host in plan.lab_hosts:
+        pid = bmc.stop_bmc(plan, host)
+        if pid is not None:
+            report.killed_pids.append(pid)
+    teardown = network.remove_networks(plan)
+    report.killed_pids += teardown.killed_pids
+    report.netns = teardown.netns_removed
+    report.links = teardown.links_removed
+    for pid in _processes_using(plan.state_dir):
+        os.kill(pid, signal.SIGKILL)
+        report.killed_pids.append(pid)
+    report.files = [str(p) for p in sitegen.remove_site(plan)]
+    if plan.state_dir.exists():
+        shutil.rmtree(plan.state_dir)
+        report.files.append(str(plan.state_dir))
+    if libvirt_up and daemons.started_by_lab():
+        with vms.connect(plan.libvirt_uri) as conn:
+            idle = vms.other_domains(conn) == 0
+        if idle:
+            report.daemons = daemons.stop_lab_daemons()
+    _remove_state_root_if_empty()
+    return report
+
+
+def _remove_state_root_if_empty() -> None:
+    if not STATE_ROOT.is_dir():
+        return
+    left = list(STATE_ROOT.iterdir())
+    if left == [daemons.MARKER] and not daemons.started_by_lab():
+        daemons.MARKER.unlink()
+        left = []
+    if not left:
+        STATE_ROOT.rmdir()
+
+
+def wait_gone(pids: list[int], timeout_s: float = 5.0) -> bool:
+    """Whether all ``pids`` exited within the timeout (used by tests and `down`)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(pid_alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
