@@ -25,7 +25,11 @@ def _print_status(st: object) -> None:
     from provisioner.lab.lab import LabStatus
 
     assert isinstance(st, LabStatus)
-    state = "[green]up[/]" if st.up else ("[red]down[/]" if not st.netns_exists else "[yellow]degraded[/]")
+    state = (
+        "[green]up[/]"
+        if st.up
+        else ("[red]down[/]" if not st.netns_exists else "[yellow]degraded[/]")
+    )
     console.print(f"lab {st.netns!r}: {state}")
     console.print(
         f"  namespace: {'yes' if st.netns_exists else 'no'}   uplink: {'yes' if st.uplink else 'no'}"

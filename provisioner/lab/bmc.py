@@ -36,9 +36,7 @@ def storage_config(plan: LabPlan, host: LabHost) -> tuple[dict[str, Any], dict[A
             {
                 "Id": "1",
                 "Name": "Virtio block storage",
-                "StorageControllers": [
-                    {"MemberId": "0", "Name": "virtio-blk", "SpeedGbps": 12}
-                ],
+                "StorageControllers": [{"MemberId": "0", "Name": "virtio-blk", "SpeedGbps": 12}],
                 "Drives": drive_ids,
             }
         ]

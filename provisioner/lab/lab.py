@@ -261,8 +261,13 @@ class DownReport:
     @property
     def nothing(self) -> bool:
         return not (
-            self.domains or self.pool or self.killed_pids or self.netns or self.links
-            or self.files or self.daemons
+            self.domains
+            or self.pool
+            or self.killed_pids
+            or self.netns
+            or self.links
+            or self.files
+            or self.daemons
         )
 
 

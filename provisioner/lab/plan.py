@@ -129,13 +129,9 @@ class LabPlan:
         if not 0 <= self.slot <= MAX_SLOT:
             raise InputError(f"lab slot {self.slot} is out of range 0..{MAX_SLOT}")
         if not 1 <= self.hosts <= MAX_HOSTS:
-            raise InputError(
-                f"--hosts {self.hosts} is out of range", hint=f"use 1..{MAX_HOSTS}"
-            )
+            raise InputError(f"--hosts {self.hosts} is out of range", hint=f"use 1..{MAX_HOSTS}")
         if not 1 <= self.disks <= MAX_DISKS:
-            raise InputError(
-                f"--disks {self.disks} is out of range", hint=f"use 1..{MAX_DISKS}"
-            )
+            raise InputError(f"--disks {self.disks} is out of range", hint=f"use 1..{MAX_DISKS}")
         if self.firmware not in FIRMWARES:
             raise InputError(
                 f"--firmware {self.firmware!r} is not supported", hint="use bios or uefi"
