@@ -307,14 +307,14 @@ def verify_report(manifest: Manifest, sim: SimFabric, report: Report) -> list[st
         problems.append(f"unexpected links not reported: {sorted(map(sorted, still_extra - by_kind['unexpected']))[:5]};"
                         f" reported but not there: {sorted(map(sorted, by_kind['unexpected'] - still_extra))[:5]}")
     for kind in ("degraded_speed", "degraded_width", "down"):
-        want = {pk(*f.planned[0]) for f in sim.faults if f.kind == kind}
+        want = {pk(*fault.planned[0]) for fault in sim.faults if fault.kind == kind}
         if want != by_kind[kind]:
             problems.append(f"{kind}: missed {sorted(map(sorted, want - by_kind[kind]))[:3]}, "
                             f"false {sorted(map(sorted, by_kind[kind] - want))[:3]}")
-    for f in sim.faults:
-        if f.kind == "swapped" and pk(*f.planned[0]) not in by_kind["swapped"] \
-                and pk(*f.planned[1]) not in by_kind["swapped"]:
-            problems.append(f"swap not reported as one swap: {f.planned}")
-        if f.kind == "moved" and not any(pk(*p) in by_kind["moved"] for p in f.planned):
-            problems.append(f"move not reported as a move: {f.planned} -> {f.found}")
+    for fault in sim.faults:
+        if fault.kind == "swapped" and pk(*fault.planned[0]) not in by_kind["swapped"] \
+                and pk(*fault.planned[1]) not in by_kind["swapped"]:
+            problems.append(f"swap not reported as one swap: {fault.planned}")
+        if fault.kind == "moved" and not any(pk(*p) in by_kind["moved"] for p in fault.planned):
+            problems.append(f"move not reported as a move: {fault.planned} -> {fault.found}")
     return problems

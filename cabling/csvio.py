@@ -1,0 +1,94 @@
+"""CSV cable lists for spreadsheets and cable vendors: one row per cable, both ends with location."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cabling.errors import CablingInputError
+from cabling.inference import build_manifest
+from cabling.model import Endpoint, Link, Location, Manifest
+
+COLUMNS = ("cable", "a_device", "a_port", "a_rack", "a_u", "b_device", "b_port", "b_rack", "b_u",
+           "type", "length_m", "speed", "width")
+REQUIRED = ("a_device", "a_port", "b_device", "b_port")
+
+
+def is_ndt_csv(text: str) -> bool:
+    """Whether CSV text is a UFM NDT (its header names StartDevice) rather than our cable list."""
+    head = text[:2000].casefold()
+    return "startdevice" in head and "a_device" not in head
+
+
+def export_csv(manifest: Manifest) -> str:
+    """The manifest's links as a cable list (devices' racks and units repeated on each row)."""
+    devices = manifest.device_map()
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for lk in manifest.links:
+        row: list[object] = [lk.cable or ""]
+        for ep in (lk.a, lk.b):
+            loc = devices[ep.device.casefold()].location if ep.device.casefold() in devices else None
+            row += [ep.device, ep.port, (loc.rack or "") if loc else "", (loc.u or "") if loc else ""]
+        row += [lk.type or "", "" if lk.length_m is None else lk.length_m,
+                manifest.expected_speed(lk) or "", manifest.expected_width(lk) or ""]
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def import_csv(path: str | Path, base: Manifest | None = None) -> Manifest:
+    """Read a cable list; devices come from ``base`` (a YAML manifest) or are inferred from ports."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise CablingInputError(f"cannot read CSV: {exc.strerror}", file=str(p)) from None
+    return parse_csv(text, str(p), base)
+
+
+def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) -> Manifest:
+    """Parse a cable list; a bad row is an error naming its line and column."""
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip() for f in reader.fieldnames or []]
+    missing = [c for c in REQUIRED if c not in fields]
+    if missing:
+        raise CablingInputError(
+            f"CSV header lacks column(s) {', '.join(missing)}", file=source, line=1,
+            hint=f"the header is: {','.join(COLUMNS)} (only {', '.join(REQUIRED)} are required)",
+        )
+    links: list[Link] = []
+    lines: list[int | None] = []
+    locations: dict[str, Location] = {}
+    for row in reader:
+        line = reader.line_num
+        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+        if not any(row.values()):
+            continue
+        try:
+            for side in ("a", "b"):
+                dev, rack, u = row[f"{side}_device"], row.get(f"{side}_rack", ""), row.get(f"{side}_u", "")
+                if rack and dev.casefold() not in locations:
+                    locations[dev.casefold()] = Location(rack=rack, u=int(u) if u else None)
+            links.append(Link(
+                a=Endpoint(device=row["a_device"], port=row["a_port"]),
+                b=Endpoint(device=row["b_device"], port=row["b_port"]),
+                cable=row.get("cable") or None, type=row.get("type") or None,
+                length_m=float(row["length_m"]) if row.get("length_m") else None,
+                speed=row.get("speed") or None, width=row.get("width") or None,
+            ))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            col = ".".join(str(x) for x in err["loc"]) or "row"
+            raise CablingInputError(f"[{col}] {err['msg']}", file=source, line=line) from None
+        except ValueError as exc:
+            raise CablingInputError(f"bad value: {exc}", file=source, line=line) from None
+        lines.append(line)
+    manifest = build_manifest(links, locations, list(base.devices) if base else None)
+    if base is not None:
+        manifest.fabric = base.fabric
+    manifest.set_origin(source, {}, lines)
+    return manifest

@@ -1,0 +1,40 @@
+"""A table of findings for a terminal, with a one-line summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from cabling.findings import Report
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def summary(report: Report) -> str:
+    """``3 errors, 1 warning: 2 missing, 1 swapped ...`` or ``clean``."""
+    if not report.findings:
+        return f"{report.title}: clean ({_stats(report)})"
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(report.by_kind().items()))
+    return f"{report.title}: {report.errors} error(s), {report.warnings} warning(s): {kinds} ({_stats(report)})"
+
+
+def _stats(report: Report) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report.stats.items())
+
+
+def render_text(report: Report, console: Console, limit: int | None = None) -> None:
+    """Print the findings table (at most ``limit`` rows) and the summary."""
+    if report.findings:
+        table = Table(show_lines=False, expand=False)
+        table.add_column("severity")
+        table.add_column("kind")
+        table.add_column("problem", overflow="fold")
+        table.add_column("fix", overflow="fold")
+        table.add_column("where", overflow="fold")
+        shown = report.findings if limit is None else report.findings[:limit]
+        for f in shown:
+            table.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.kind, f.message, f.fix, f.where)
+        console.print(table)
+        if limit is not None and len(report.findings) > limit:
+            console.print(f"... {len(report.findings) - limit} more (use --format json for all)")
+    console.print(summary(report), highlight=False)
