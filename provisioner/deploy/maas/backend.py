@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from provisioner.deploy.base import (
     DeployBackend,
@@ -74,6 +74,8 @@ class MAASBackend(DeployBackend):
     """Drives a MAAS region through its REST API 2.0."""
 
     name = "maas"
+    # MAAS powers hosts through its own Redfish driver: the workflow needs no BMC session.
+    drives_power: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -281,6 +283,8 @@ class MAASBackend(DeployBackend):
             hp.actions.append(f"rename {machine.hostname!r} to {host.name!r}")
         if machine.power_type != "redfish":
             hp.actions.append(f"set power type redfish ({host.bmc.address})")
+        elif self._power_differs(client, machine, req):
+            hp.actions.append(f"update Redfish power parameters ({host.bmc.address})")
         if status in RELEASABLE and (reimage or status != NodeStatus.DEPLOYING):
             erase_text = f" and erase all its disks ({settings.erase_mode})" if erase else ""
             hp.actions.append(f"release{erase_text}")
@@ -465,6 +469,15 @@ class MAASBackend(DeployBackend):
             params["node_id"] = str(node_id)
         return params
 
+    def _power_differs(
+        self, client: MAASClient, machine: Machine, request: DeployRequest
+    ) -> bool:
+        """Whether MAAS's Redfish settings for the machine differ from the site's."""
+        assert self._site is not None
+        wanted = self._power_parameters(self._site, request.host, request)
+        current = client.power_parameters(machine.system_id)
+        return any(current.get(k) != v for k, v in wanted.items())
+
     def _enlist(
         self, client: MAASClient, settings: MAASSettings, site: Site, request: DeployRequest
     ) -> Machine:
@@ -496,13 +509,9 @@ class MAASBackend(DeployBackend):
         fields: dict[str, str | Secret] = {}
         if machine.hostname != host.name:
             fields["hostname"] = host.name
-        wanted = self._power_parameters(site, host, request)
-        current = (
-            client.power_parameters(machine.system_id) if machine.power_type == "redfish" else {}
-        )
-        if machine.power_type != "redfish" or any(current.get(k) != v for k, v in wanted.items()):
+        if machine.power_type != "redfish" or self._power_differs(client, machine, request):
             fields["power_type"] = "redfish"
-            for k, v in wanted.items():
+            for k, v in self._power_parameters(site, host, request).items():
                 fields[f"power_parameters_{k}"] = v
         if not fields:
             return machine

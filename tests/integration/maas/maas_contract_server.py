@@ -143,7 +143,9 @@ class MAASContractServer:
             strict_slashes=False,
         )
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- lifecycle ------------------------------------------------------------------------
 

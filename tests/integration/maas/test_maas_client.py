@@ -1,0 +1,169 @@
+"""The MAAS API client against the MAAS contract server: signing, errors, retries.
+
+The contract server (maas_contract_server.py) reproduces MAAS 3.x API 2.0 from its published
+documentation; it is not MAAS.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from maas_contract_server import NEW, READY, MAASContractServer
+
+from provisioner.deploy.maas.apikey import parse_api_key
+from provisioner.deploy.maas.client import MAASClient, api_root
+from provisioner.deploy.maas.errors import (
+    MAASAuthError,
+    MAASConflict,
+    MAASNotFound,
+    MAASUnavailable,
+    MAASValidationError,
+)
+from provisioner.secrets import Secret
+
+
+@pytest.fixture
+def client(maas_server: MAASContractServer) -> MAASClient:
+    return MAASClient(maas_server.url, parse_api_key(Secret(maas_server.api_key)), retries=2)
+
+
+def test_api_root_accepts_both_url_forms():
+    assert api_root("http://m:5240/MAAS") == "http://m:5240/MAAS/api/2.0/"
+    assert api_root("http://m:5240/MAAS/api/2.0/") == "http://m:5240/MAAS/api/2.0/"
+
+
+def test_version_and_whoami_with_a_signed_request(client: MAASClient, maas_server):
+    assert client.version()["version"].startswith("3.")
+    assert client.whoami() == "admin"
+    assert maas_server.auth_failures == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("other:kTQyWpZmCw4dGe3Wqc:8sDf7GhJ2kL9mN4bV6cX1zQ3wE5rT7yU", "Invalid consumer"),
+        ("Wq9nM4xK2pL8vR3tYb:other:8sDf7GhJ2kL9mN4bV6cX1zQ3wE5rT7yU", "Invalid access token"),
+        ("Wq9nM4xK2pL8vR3tYb:kTQyWpZmCw4dGe3Wqc:wrong", "Invalid signature"),
+    ],
+)
+def test_wrong_key_parts_get_401(maas_server: MAASContractServer, key: str, problem: str):
+    bad = MAASClient(maas_server.url, parse_api_key(key))
+    with pytest.raises(MAASAuthError, match=problem) as exc:
+        bad.machines()
+    assert exc.value.status == 401
+    assert "wrong" not in str(exc.value)  # the secret part is never echoed
+
+
+def test_unsigned_request_is_refused(maas_server: MAASContractServer):
+    import requests
+
+    resp = requests.get(maas_server.url + "/api/2.0/machines/", timeout=5)
+    assert resp.status_code == 401
+    assert resp.text.startswith("Authorization Error")
+
+
+def test_not_found_carries_system_id_and_maas_message(client: MAASClient):
+    with pytest.raises(MAASNotFound) as exc:
+        client.machine("nope42")
+    assert exc.value.system_id == "nope42"
+    assert exc.value.maas_message == "No Machine matches the given query."
+    assert "for machine nope42: HTTP 404: No Machine matches the given query." in str(exc.value)
+
+
+def test_state_conflict_is_409_with_maas_text(client: MAASClient, maas_server):
+    sid = maas_server.add_machine("h1", ["aa:bb:cc:dd:ee:01"], status=NEW)
+    with pytest.raises(MAASConflict) as exc:
+        client.deploy(sid, distro_series="jammy")
+    assert exc.value.system_id == sid
+    assert exc.value.maas_message == "Can't deploy a machine that is in the 'New' state"
+    with pytest.raises(MAASConflict, match=r"cannot be released in its current state \('New'\)"):
+        client.release(sid)
+
+
+def test_validation_errors_name_the_fields(client: MAASClient, maas_server):
+    maas_server.add_machine("h1", ["aa:bb:cc:dd:ee:01"], status=READY)
+    with pytest.raises(MAASValidationError) as exc:
+        client.create_machine(
+            hostname="h2", mac_addresses=["AA:BB:CC:DD:EE:01"], architecture="amd64/generic",
+            power_type="redfish", power_parameters={"power_address": "10.0.0.1",
+                                                    "power_pass": Secret("s3cr3t-pw")},
+        )
+    assert exc.value.status == 400
+    assert "mac_addresses: One or more MAC addresses is invalid" in str(exc.value)
+    assert "already in use on h1" in str(exc.value)
+    sid = maas_server.by_hostname("h1").record["system_id"]
+    with pytest.raises(MAASValidationError, match="root_device: '99' is not a valid root_device"):
+        client.set_storage_layout(sid, layout="flat", root_device=99)
+
+
+def test_power_parameters_come_back_as_secret(client: MAASClient, maas_server):
+    sid = maas_server.add_machine("h1", ["aa:bb:cc:dd:ee:01"],
+                                  power={"power_address": "1.2.3.4", "power_pass": "pw-123"})
+    params = client.power_parameters(sid)
+    assert isinstance(params["power_pass"], Secret) and params["power_pass"].reveal() == "pw-123"
+    assert "pw-123" not in repr(params)
+
+
+def test_unreachable_region_is_not_ready():
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    key = parse_api_key("a:b:c")
+    c = MAASClient(f"http://127.0.0.1:{port}/MAAS", key, retries=2, timeout_s=1)
+    with pytest.raises(MAASUnavailable, match="cannot reach MAAS") as exc:
+        c.version()
+    assert exc.value.exit_code == 5
+
+
+def test_reads_are_retried_on_503(client: MAASClient, maas_server: MAASContractServer):
+    calls = {"n": 0}
+    original = maas_server._h_version
+
+    def flaky(request):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            from maas_contract_server import HTTPError
+
+            raise HTTPError(503, "Unable to connect to any rack controller")
+        return original(request)
+
+    maas_server._h_version = flaky  # type: ignore[method-assign]
+    assert client.version()["version"]
+    assert calls["n"] == 2
+
+
+def test_actions_are_not_retried_and_5xx_is_typed(client: MAASClient, maas_server):
+    from maas_contract_server import HTTPError
+
+    calls = {"n": 0}
+
+    def down(request, **kwargs):
+        calls["n"] += 1
+        raise HTTPError(503, "Unable to connect to any rack controller")
+
+    maas_server._h_machine = down  # type: ignore[method-assign]
+    with pytest.raises(MAASUnavailable, match="HTTP 503: Unable to connect"):
+        client.commission("abc123")
+    assert calls["n"] == 1
+
+
+def test_client_is_usable_from_threads(client: MAASClient, maas_server):
+    for i in range(6):
+        maas_server.add_machine(f"h{i}", [f"aa:bb:cc:dd:ee:0{i}"])
+    errors: list[Exception] = []
+
+    def worker(i: int) -> None:
+        try:
+            (m,) = client.machines(mac_addresses=[f"aa:bb:cc:dd:ee:0{i}"])
+            assert m.hostname == f"h{i}"
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
