@@ -1,9 +1,223 @@
-"""Commands of this area (filled in by the area's issue)."""
+"""`provision health`, `provision hosts`, `provision ticket`, `provision bisect`."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import typer
+from rich.table import Table
+
+from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.exceptions import ExitCode, NotReady
+from provisioner.health.bisect import bisect as run_bisect
+from provisioner.health.bisect import parse_groups, shell_runner
+from provisioner.health.errors import HealthInputError
+from provisioner.health.junit import render_junit, write_atomic
+from provisioner.health.model import HostReport, Status, Verdict
+from provisioner.health.service import golden_hosts, latest_report, run_site_health
+from provisioner.health.ticket import render_text, work_order
+from provisioner.inventory import load_site
+from provisioner.state import NodeState, StateStore
+
+_VERDICT_COLOUR = {Verdict.GOLDEN: "bold green", Verdict.HEALTHY: "green",
+                   Verdict.NEEDS_ATTENTION: "red"}
+
+
+def report_document(rep: HostReport) -> dict[str, object]:
+    """The --json document of one host."""
+    return {
+        "host": rep.host, "run_id": rep.run_id, "started_at": rep.started_at,
+        "duration_s": rep.duration_s, "verdict": rep.verdict.value,
+        "remedy": rep.remedy.model_dump(mode="json"), "clean_streak": rep.clean_streak,
+        "checks": [r.model_dump(mode="json") for r in rep.results],
+    }
+
+
+def _table(reports: list[HostReport], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("host", "verdict", "remedy", "failing / warning checks", "streak"):
+        table.add_column(col)
+    for rep in reports:
+        colour = _VERDICT_COLOUR[rep.verdict]
+        bad = [f"[red]{r.id}[/]" if r.status in (Status.FAIL, Status.ERROR) else f"[yellow]{r.id}[/]"
+               for r in rep.results if r.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+        remedy = rep.remedy.kind.value if rep.verdict is Verdict.NEEDS_ATTENTION else ""
+        if remedy and rep.remedy.part:
+            remedy += f": {rep.remedy.part}"
+        table.add_row(rep.host, f"[{colour}]{rep.verdict.value}[/]", remedy, ", ".join(bad),
+                      str(rep.clean_streak))
+    return table
+
+
+@handle_errors
+def health(
+    hosts: list[str] = typer.Argument(None, help="Host names or globs (default: all)."),
+    site: str | None = SiteOption,
+    rack: str | None = typer.Option(None, "--rack", help="Only this rack."),
+    deep: bool = typer.Option(False, "--deep", help="Also run dcgmi diag -r 2 and judge links under load."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document per host (JSON Lines)."),
+    junit: Path | None = typer.Option(None, "--junit", help="Write a JUnit XML report to FILE."),
+    textfile: bool = typer.Option(True, "--textfile/--no-textfile",
+                                  help="Write node_exporter textfile metrics on each host."),
+    any_state: bool = typer.Option(False, "--any-state",
+                                   help="Also check hosts that are not deployed/configured."),
+) -> None:
+    """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
+    s = load_site(site_name(site))
+    selected = s.select(hosts or None, rack=rack)
+    store = StateStore.for_site(s)
+    with store.orchestrator_lock("provision health"):
+        summary = run_site_health(s, selected, store, deep=deep, any_state=any_state,
+                                  publish=textfile)
+    if junit is not None:
+        write_atomic(junit, render_junit(summary.reports))
+    if as_json:
+        for rep in summary.reports:
+            sys.stdout.write(json.dumps(report_document(rep)) + "\n")
+    else:
+        if summary.reports:
+            console.print(_table(summary.reports, f"site {s.name}: health run {summary.run_id}"))
+        for rep in summary.needs_attention:
+            for r in rep.failed:
+                part = f" [{r.remedy.part}]" if r.remedy.part else ""
+                console.print(f"  {rep.host}: {r.id}: {r.summary} -> {r.remedy.kind.value}{part}")
+        for name, why in summary.skipped.items():
+            console.print(f"  skipped {name}: {why} (use --any-state to check it anyway)")
+        for name, why in summary.textfile_problems.items():
+            console.print(f"  textfile not written on {name}: {why}")
+        counts = {v: sum(r.verdict is v for r in summary.reports) for v in Verdict}
+        console.print(
+            f"{counts[Verdict.GOLDEN]} golden, {counts[Verdict.HEALTHY]} healthy, "
+            f"{counts[Verdict.NEEDS_ATTENTION]} need attention, {len(summary.skipped)} skipped"
+        )
+    if summary.needs_attention:
+        exit_with(ExitCode.PARTIAL_FAILURE)
+
+
+@handle_errors
+def hosts_cmd(
+    hosts: list[str] = typer.Argument(None, help="Host names or globs (default: all)."),
+    site: str | None = SiteOption,
+    golden: bool = typer.Option(False, "--golden", help="Only hosts whose last health run was golden."),
+    failed: bool = typer.Option(False, "--failed", help="Only hosts in state failed."),
+    as_json: bool = JsonOption,
+) -> None:
+    """List hosts with their state and last health verdict (--golden: only the fit ones)."""
+    s = load_site(site_name(site))
+    names = [h.name for h in s.select(hosts or None)]
+    store = StateStore.for_site(s)
+    store.ensure_hosts(names)
+    records = {r.name: r for r in store.all()}
+    golden_set = {n for n, _ in golden_hosts(store, names)} if golden else None
+    rows = []
+    for name in names:
+        rec = records[name]
+        if golden_set is not None and name not in golden_set:
+            continue
+        if failed and rec.state is not NodeState.FAILED:
+            continue
+        h = rec.facts.get("health", {})
+        rows.append({"host": name, "state": rec.state.value, "verdict": h.get("verdict"),
+                     "clean_streak": h.get("clean_streak"), "remedy": (h.get("remedy") or {}).get("kind"),
+                     "last_run": h.get("run_id"), "reason": rec.reason})
+    if as_json:
+        print_json(rows)
+        return
+    if golden and not as_json:
+        for row in rows:
+            typer.echo(row["host"])
+        return
+    table = Table(title=f"site {s.name}: {len(rows)} hosts")
+    for col in ("host", "state", "verdict", "streak", "remedy", "reason"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(str(row[k] if row[k] is not None else "") for k in
+                        ("host", "state", "verdict", "clean_streak", "remedy", "reason")))
+    console.print(table)
+
+
+@handle_errors
+def ticket(
+    host: str = typer.Argument(..., help="Host name."),
+    site: str | None = SiteOption,
+    as_json: bool = JsonOption,
+    output: Path | None = typer.Option(None, "--output", "-o", help="Also write the ticket to FILE."),
+) -> None:
+    """A repair work order for a failed host: host, serials, slot/component, evidence."""
+    s = load_site(site_name(site))
+    h = s.host(host)
+    store = StateStore.for_site(s)
+    store.ensure_hosts([host])
+    rep = latest_report(store, host)
+    if rep is None:
+        raise NotReady(f"no health run recorded for {host}",
+                       hint=f"run `provision health --site {s.name} {host}` first")
+    if not rep.failed:
+        raise HealthInputError(
+            f"{host}'s last health run ({rep.run_id}) has no failing check: nothing to repair",
+            hint="`provision hosts --failed` lists the hosts that need one",
+        )
+    rack = next((r for r in s.racks if r.name == h.rack), None)
+    where = ", ".join(f"{k} {v}" for k, v in (rack.location.items() if rack else []))
+    location = f"rack {h.rack} U{h.u}" + (f" ({where})" if where else "")
+    facts = store.get(host).facts
+    wo = work_order(rep, site=s.name, location=location, host_serial=facts.get("serial"),
+                    bmc=h.bmc.address)
+    text = wo.model_dump_json(indent=2) + "\n" if as_json else render_text(wo)
+    if output is not None:
+        write_atomic(output, text)
+    sys.stdout.write(text)
+
+
+@handle_errors
+def bisect_cmd(
+    hosts: list[str] = typer.Argument(..., help="The failing set: host names or globs."),
+    site: str | None = SiteOption,
+    groups: str = typer.Option("6,8", "--groups", help="Groups in round one and round two, e.g. 6,8."),
+    command: str = typer.Option(..., "--command", "-c",
+                                help="Shell command run per group; {hosts} becomes host1,host2,..."),
+    timeout_s: float = typer.Option(900.0, "--timeout", help="Seconds before a group counts as hung."),
+    parallel: int = typer.Option(8, "--parallel", help="Groups of a round run at once."),
+    confirm: bool = typer.Option(False, "--confirm",
+                                 help="Re-run each suspect in place of a host of a passing group."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Name the bad host(s) in a set that fails together, in two rounds of group runs."""
+    s = load_site(site_name(site))
+    names = [h.name for h in s.select(hosts)]
+    rows, cols = parse_groups(groups)
+    res = run_bisect(names, rows, cols, shell_runner(command, timeout_s), parallel=parallel,
+                     confirm=confirm)
+    if as_json:
+        print_json({
+            "suspects": res.suspects, "ambiguous": res.ambiguous, "confirmed": res.confirmed,
+            "groups": [{"round": o.group.round, "index": o.group.index, "hosts": list(o.group.hosts),
+                        "rc": o.rc} for o in res.outcomes],
+        })
+    else:
+        for o in res.outcomes:
+            mark = "[red]FAIL[/]" if o.failed else "[green]ok[/]"
+            console.print(f"round {o.group.round} group {o.group.index}: {mark} "
+                          f"{','.join(o.group.hosts)}")
+        if res.suspects:
+            console.print("suspects: " + ", ".join(
+                h + (f" (confirmed: {'bad' if res.confirmed[h] else 'passes'})" if h in res.confirmed else "")
+                for h in res.suspects))
+            if res.ambiguous:
+                console.print("several groups failed in each round: some suspects may be "
+                              "innocent; use --confirm")
+        else:
+            console.print("no host is in a failing group of both rounds")
+    if res.suspects:
+        exit_with(ExitCode.PARTIAL_FAILURE)
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
+    app.command("health")(health)
+    app.command("hosts")(hosts_cmd)
+    app.command("ticket")(ticket)
+    app.command("bisect")(bisect_cmd)

@@ -31,6 +31,7 @@ class HealthSettings(BaseModel):
 
     parallel: int = Field(default=32, ge=1, le=1024)
     ssh_port: int = Field(default=22, ge=1, le=65535)
+    known_hosts: str | None = None  # default: the user's ~/.ssh/known_hosts
     connect_timeout_s: int = Field(default=10, ge=1)
     command_timeout_s: float = Field(default=600.0, gt=0)
     counter_interval_s: float = Field(default=5.0, ge=0)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from provisioner.health.xid import XidAction, classify_xid, parse_kernel_log, serials_from_kernel_log
+from provisioner.health.xid import (
+    XidAction,
+    classify_xid,
+    parse_kernel_log,
+    serials_from_kernel_log,
+)
 from tests.conftest import corpus_path
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "health"

@@ -1,0 +1,186 @@
+"""`provision health` as a library call: site hosts in, judged reports out, state recorded."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.exceptions import IllegalTransition
+from provisioner.health.config import Expectations, HealthSettings
+from provisioner.health.model import HostReport, Status, Verdict, judge
+from provisioner.health.runner import HostPlan, check_hosts, publish_textfiles
+from provisioner.health.ssh import SshClient, SshTarget
+from provisioner.inventory import Host, Site
+from provisioner.state import NodeState, StateStore
+
+# States in which a host runs an OS we can log into; the others are skipped (a host being
+# installed would otherwise be marked failed for not answering SSH).
+CHECKABLE = frozenset({NodeState.DEPLOYED, NodeState.CONFIGURED, NodeState.VALIDATED, NodeState.FAILED})
+REASON_PREFIX = "health: "
+
+
+def health_settings(site: Site) -> HealthSettings:
+    """The site's ``settings.health`` block, validated."""
+    return HealthSettings.from_site_block(site.settings.health, file=str(site.path))
+
+
+def expectations(site: Site, host: Host, settings: HealthSettings) -> Expectations:
+    """What ``host`` should contain, from its profile and the site's firmware manifest."""
+    p = host.profile
+    firmware = dict(site.settings.expected_firmware)
+    firmware.update(p.vars.get("expected_firmware", {}))
+    return Expectations(
+        gpus=p.gpus, gpu_model=p.gpu_model, nvswitch=p.nvswitch, ib_ports=p.ib_hcas,
+        ib_rate_gbps=p.ib_rate_gbps, firmware=firmware, settings=settings,
+    )
+
+
+def ssh_target(site: Site, host: Host, settings: HealthSettings) -> SshTarget:
+    """How to log into ``host``: ansible_host/ansible_port vars win over the address plan."""
+    address = host.vars.get("ansible_host") or host.addresses.get("provisioning")
+    if address is None:
+        from provisioner.health.errors import HealthInputError
+
+        raise HealthInputError(
+            f"host {host.name!r} has no provisioning address and no vars.ansible_host",
+            hint=f"add a provisioning network to {site.path} or set vars.ansible_host",
+        )
+    key = site.settings.ssh_private_key
+    known = settings.known_hosts
+    return SshTarget(
+        name=host.name, address=str(address),
+        user=str(host.vars.get("ansible_user") or site.settings.ssh_user),
+        port=int(host.vars.get("ansible_port") or settings.ssh_port),
+        key=site.resolve_path(key) if key else None,
+        known_hosts=site.resolve_path(known) if known else None,
+    )
+
+
+def clean_streak(store: StateStore, host: str, limit: int) -> int:
+    """Consecutive clean runs before this one (newest first, stopping at the first unclean)."""
+    streak = 0
+    for run in store.health_history(host, limit=limit):
+        if all(r.get("status") in (Status.PASS, Status.NOT_APPLICABLE) for r in run.results):
+            streak += 1
+        else:
+            break
+    return streak
+
+
+@dataclass
+class HealthRunSummary:
+    """The outcome of one ``provision health`` run over a site."""
+
+    run_id: str
+    reports: list[HostReport]
+    skipped: dict[str, str] = field(default_factory=dict)  # host -> why
+    textfile_problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def needs_attention(self) -> list[HostReport]:
+        """Reports with a failing check."""
+        return [r for r in self.reports if r.verdict is Verdict.NEEDS_ATTENTION]
+
+
+def _failure_reason(report: HostReport) -> str:
+    bits = [f"{r.id} {r.status.value}: {r.summary}" for r in report.failed]
+    text = REASON_PREFIX + "; ".join(bits)
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def record(store: StateStore, report: HostReport) -> None:
+    """Store the run, the health facts, and move the host to failed/validated as it deserves."""
+    store.record_health(report.host, report.run_id, report.verdict.value,
+                        [r.model_dump(mode="json") for r in report.results])
+    store.record_facts(report.host, {"health": {
+        "run_id": report.run_id, "verdict": report.verdict.value, "at": report.started_at,
+        "remedy": report.remedy.model_dump(mode="json"), "clean_streak": report.clean_streak,
+        "failed_checks": [r.id for r in report.failed],
+    }})
+    current = store.get(report.host).state
+    data: dict[str, Any] = {"run_id": report.run_id, "remedy": report.remedy.kind.value,
+                            "part": report.remedy.part}
+    try:
+        if report.verdict is Verdict.NEEDS_ATTENTION:
+            store.transition(report.host, NodeState.FAILED, reason=_failure_reason(report),
+                             error=f"remedy: {report.remedy.kind.value}"
+                             + (f" ({report.remedy.part})" if report.remedy.part else ""),
+                             data=data)
+        elif current in (NodeState.CONFIGURED, NodeState.FAILED) and (
+            current is NodeState.CONFIGURED or store.get(report.host).reason.startswith(REASON_PREFIX)
+        ):
+            # A host failed by an earlier health run is healthy again; one failed by a deploy
+            # keeps its state until that is redone.
+            store.transition(report.host, NodeState.VALIDATED,
+                             reason=f"{REASON_PREFIX}{report.verdict.value}", data=data)
+    except IllegalTransition as exc:
+        store.record_event(report.host, "health", f"state left as {current.value}: {exc}", data)
+
+
+def run_site_health(
+    site: Site,
+    hosts: list[Host],
+    store: StateStore,
+    *,
+    client: SshClient | None = None,
+    deep: bool = False,
+    any_state: bool = False,
+    publish: bool = True,
+    on_done: Callable[[HostReport], None] | None = None,
+) -> HealthRunSummary:
+    """Check ``hosts`` in parallel, judge them against their history, record and publish."""
+    settings = health_settings(site)
+    store.ensure_hosts([h.name for h in hosts])
+    states = {r.name: r.state for r in store.all()}
+    skipped = {h.name: f"state {states[h.name].value}" for h in hosts
+               if not any_state and states[h.name] not in CHECKABLE}
+    chosen = [h for h in hosts if h.name not in skipped]
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    summary = HealthRunSummary(run_id=run_id, reports=[], skipped=skipped)
+    if not chosen:
+        return summary
+    if client is None:
+        client = SshClient(connect_timeout_s=settings.connect_timeout_s,
+                           command_timeout_s=settings.command_timeout_s)
+    plans = [HostPlan(ssh_target(site, h, settings), expectations(site, h, settings)) for h in chosen]
+    raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel)
+    judged = []
+    for rep in raw:
+        golden_after = site.settings.golden_after
+        rep = judge(rep, golden_after, clean_streak(store, rep.host, max(golden_after, 50)))
+        record(store, rep)
+        judged.append(rep)
+        if on_done is not None:
+            on_done(rep)
+    summary.reports = judged
+    if publish:
+        summary.textfile_problems = publish_textfiles(
+            client, plans, judged, settings.textfile_dir, parallel=settings.parallel)
+    return summary
+
+
+def latest_report(store: StateStore, host: str) -> HostReport | None:
+    """The host's last stored health run as a report (None before its first run)."""
+    from provisioner.health.model import CheckResult, worst_remedy
+
+    runs = store.health_history(host, limit=1)
+    if not runs:
+        return None
+    run = runs[0]
+    results = [CheckResult.model_validate(r) for r in run.results]
+    return HostReport(host=host, run_id=run.run_id, started_at=run.ts.isoformat(timespec="seconds"),
+                      duration_s=0.0, results=results, verdict=Verdict(run.verdict),
+                      remedy=worst_remedy(results))
+
+
+def golden_hosts(store: StateStore, names: list[str]) -> list[tuple[str, HostReport]]:
+    """Hosts whose latest run was judged golden, with that run."""
+    out = []
+    for name in names:
+        rep = latest_report(store, name)
+        if rep is not None and rep.verdict is Verdict.GOLDEN:
+            out.append((name, rep))
+    return out
