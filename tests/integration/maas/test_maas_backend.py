@@ -274,3 +274,27 @@ def test_secrets_never_reach_logs_or_outcomes(
     assert "updating MAAS machine" in caplog.text  # the power update was logged ...
     assert BMC_PASSWORD not in text  # ... without the password
     assert token_secret not in text
+
+
+def test_macs_spread_over_two_machines_are_refused(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    a = maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"])
+    b = maas_server.add_machine("stale", ["b8:3f:d2:10:00:83"])
+    (req,) = requests_for(maas_site, ["gpu-m01-u03"])
+    req.extra["macs"] = ["b8:3f:d2:10:00:83"]  # the host's second port, from Redfish discovery
+    out = run_all(MAASBackend(), maas_site, [req])["gpu-m01-u03"]
+    assert not out.ok and "belong to several MAAS machines" in out.reason
+    assert a in out.reason and b in out.reason
+    assert maas_server.machine_actions() == []
+
+
+def test_release_refused_while_maas_is_commissioning(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    from maas_contract_server import COMMISSIONING
+
+    sid = maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"], status=COMMISSIONING)
+    with pytest.raises(MAASError, match="cannot be released") as exc:
+        MAASBackend(maas_site).release(requests_for(maas_site, ["gpu-m01-u03"])[0])
+    assert exc.value.system_id == sid
