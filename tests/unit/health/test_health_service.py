@@ -1,0 +1,91 @@
+"""Recording health runs in the state store: failed with reasons, validated when healthy again,
+golden streaks from history, maintenance left alone; SSH targets from the inventory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provisioner.health.checks.base import result
+from provisioner.health.config import HealthSettings
+from provisioner.health.errors import HealthInputError
+from provisioner.health.model import HostReport, RemedyKind, Status, Verdict, judge
+from provisioner.health.service import (
+    clean_streak,
+    expectations,
+    golden_hosts,
+    latest_report,
+    record,
+    ssh_target,
+)
+from provisioner.inventory import load_site
+from provisioner.state import NodeState, StateStore
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def rep(host: str, *statuses: Status, streak: int = 0) -> HostReport:
+    results = [result(f"c{i}", s, f"check {i} {s.value}",
+                      remedy=RemedyKind.RESET_GPU if s is Status.FAIL else RemedyKind.NONE,
+                      part="GPU at PCI 0000:18:00.0 serial 7" if s is Status.FAIL else None)
+               for i, s in enumerate(statuses)]
+    r = HostReport(host=host, run_id=f"run-{streak}", started_at="2026-11-22T11:00:00+00:00",
+                   duration_s=1.0, results=results)
+    return judge(r, 2, streak)
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> StateStore:
+    s = StateStore(tmp_path / "site.sqlite", site="t")
+    s.ensure_hosts(["a", "b", "m"])
+    for h in ("a", "b", "m"):
+        s.transition(h, NodeState.DISCOVERED)
+        s.transition(h, NodeState.DEPLOYING)
+        s.transition(h, NodeState.DEPLOYED)
+        s.transition(h, NodeState.CONFIGURED)
+    return s
+
+
+def test_failing_then_healthy_again(store: StateStore) -> None:
+    record(store, rep("a", Status.PASS, Status.FAIL))
+    rec = store.get("a")
+    assert rec.state is NodeState.FAILED and rec.reason == "health: c1 fail: check 1 fail"
+    assert rec.last_error == "remedy: reset_gpu (GPU at PCI 0000:18:00.0 serial 7)"
+    assert rec.facts["health"]["failed_checks"] == ["c1"]
+    assert clean_streak(store, "a", 10) == 0
+    record(store, rep("a", Status.PASS, Status.NOT_APPLICABLE, streak=0))
+    assert store.get("a").state is NodeState.VALIDATED
+    assert clean_streak(store, "a", 10) == 1
+    record(store, rep("a", Status.PASS, streak=1))
+    assert latest_report(store, "a").verdict is Verdict.GOLDEN
+    assert [n for n, _ in golden_hosts(store, ["a", "b"])] == ["a"]
+    assert latest_report(store, "b") is None
+
+
+def test_deploy_failure_is_not_cleared_by_a_health_run(store: StateStore) -> None:
+    store.transition("b", NodeState.FAILED, reason="deploy: image checksum mismatch")
+    record(store, rep("b", Status.PASS))
+    assert store.get("b").state is NodeState.FAILED
+    assert store.get("b").reason == "deploy: image checksum mismatch"
+
+
+def test_maintenance_host_keeps_its_state(store: StateStore) -> None:
+    store.transition("m", NodeState.MAINTENANCE, reason="PSU swap")
+    record(store, rep("m", Status.FAIL))
+    assert store.get("m").state is NodeState.MAINTENANCE
+    assert "state left as maintenance" in store.events("m")[-1].message
+
+
+def test_targets_and_expectations_from_the_example_site() -> None:
+    site = load_site(REPO / "inventory" / "example")
+    host = site.hosts[0]
+    settings = HealthSettings(ssh_port=2200)
+    t = ssh_target(site, host, settings)
+    assert (t.address, t.user, t.port) == (str(host.addresses["provisioning"]), "provision", 2200)
+    e = expectations(site, host, settings)
+    assert (e.gpus, e.ib_ports, e.ib_rate_gbps, e.nvswitch) == (8, 8, 400, True)
+    bare = type(host)(name="x", rack="r01", u=1, profile=host.profile, bmc=host.bmc,
+                      provisioning_mac=None, root_disk=None, addresses={})
+    with pytest.raises(HealthInputError, match="no provisioning address"):
+        ssh_target(site, bare, settings)
