@@ -327,7 +327,9 @@ def down(plan: LabPlan | None = None) -> DownReport:
     if plan.state_dir.exists():
         shutil.rmtree(plan.state_dir)
         report.files.append(str(plan.state_dir))
-    if libvirt_up and daemons.started_by_lab():
+    # Only the lab whose VMs just went stops the daemons a lab started, and only when no VM
+    # at all is left: someone else's domains keep libvirtd running.
+    if libvirt_up and (report.domains or report.pool) and daemons.started_by_lab():
         with vms.connect(plan.libvirt_uri) as conn:
             idle = vms.other_domains(conn) == 0
         if idle:

@@ -91,6 +91,11 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
                             "credentials": h.credentials,
                         },
                         "root_disk": {"serial": h.root_disk_serial},
+                        # Lets a failed deploy point at the VM's serial console.
+                        "vars": {
+                            "lab_domain": h.domain,
+                            "lab_console_log": str(plan.console_log(h)),
+                        },
                     }
                     for h in hosts
                 ],
