@@ -206,7 +206,10 @@ class RedfishClient:
 
     def _try_session(self) -> bool:
         links = self.root.get("Links") or {}
-        sessions = (links.get("Sessions") or {}).get("@odata.id") or DEFAULT_SESSIONS
+        sessions = (links.get("Sessions") or {}).get("@odata.id")
+        if not sessions and self.root and "SessionService" not in self.root:
+            return False  # the service root offers no sessions (e.g. sushy-emulator)
+        sessions = sessions or DEFAULT_SESSIONS
         body = {"UserName": self._username, "Password": self._password.reveal()}
         try:
             reply = self._request("POST", sessions, body=body, retry=False)
