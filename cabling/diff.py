@@ -121,6 +121,9 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
                 fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
                 where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": rl.state},
             ))
+    order = {k: n for n, k in enumerate(
+        ("moved", "swapped", "missing", "down", "unexpected", "degraded_width", "degraded_speed"))}
+    findings.sort(key=lambda f: order.get(f.kind, 99))
     stats = {
         "planned_links": len(manifest.links),
         "discovered_links": len(found.links),

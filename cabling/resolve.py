@@ -155,7 +155,11 @@ def resolve(
         out.links.append(RLink(endpoint(na, lk.a_port), endpoint(nb, lk.b_port), lk.width, lk.speed, lk.state,
                                lk.line, lk.a_guid, lk.b_guid, lk.a_port, lk.b_port))
     for (guid, port), state in fab.down_ports.items():
-        if guid in names:
-            ep = endpoint(names[guid], port)
+        nn = names.get(guid)
+        if nn is None and name_map and guid in name_map:
+            # A dark HCA is absent from the discovered nodes; ibstat or a map still names it.
+            nn = _from_text(DNode(guid=guid, kind="ca", desc=name_map[guid]), name_map[guid], "node-name-map")
+        if nn is not None:
+            ep = endpoint(nn, port)
             out.down[ep.key] = (ep, state)
     return out

@@ -47,10 +47,9 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
     for ifname, entry in _interfaces(lldp.get("interface"), source):
         chassis_name, chassis_desc = _chassis(entry.get("chassis"), source, ifname)
         port = entry.get("port") or {}
-        pid = _value(port.get("id"))
         if isinstance(port, list):
             port = port[0] if port else {}
-            pid = _value(port.get("id"))
+        pid = _value(port.get("id")) if isinstance(port, dict) else ""
         if not chassis_name or not pid:
             raise CablingInputError(f"neighbour on {ifname} has no chassis name or port id", file=source)
         sid = f"lldp:{chassis_name.casefold()}"

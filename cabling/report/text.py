@@ -23,18 +23,23 @@ def _stats(report: Report) -> str:
 
 
 def render_text(report: Report, console: Console, limit: int | None = None) -> None:
-    """Print the findings table (at most ``limit`` rows) and the summary."""
-    if report.findings:
+    """Print the findings (a table on a terminal, one line each in a CI log) and the summary."""
+    shown = report.findings if limit is None else report.findings[:limit]
+    if report.findings and not console.is_terminal:
+        for f in shown:
+            where = f" {f.where}:" if f.where else ""
+            console.print(f"{f.severity} {f.kind}{where} {f.message}" + (f"\n    fix: {f.fix}" if f.fix else ""),
+                          markup=False)
+    elif report.findings:
         table = Table(show_lines=False, expand=False)
         table.add_column("severity")
         table.add_column("kind")
         table.add_column("problem", overflow="fold")
         table.add_column("fix", overflow="fold")
         table.add_column("where", overflow="fold")
-        shown = report.findings if limit is None else report.findings[:limit]
         for f in shown:
             table.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.kind, f.message, f.fix, f.where)
         console.print(table)
-        if limit is not None and len(report.findings) > limit:
-            console.print(f"... {len(report.findings) - limit} more (use --format json for all)")
+    if limit is not None and len(report.findings) > limit:
+        console.print(f"... {len(report.findings) - limit} more (use --limit 0 or --format json for all)")
     console.print(summary(report), highlight=False)

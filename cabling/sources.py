@@ -1,0 +1,98 @@
+"""Open manifests by file type, and gather discovery from the sources a command names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cabling.csvio import import_csv, is_ndt_csv
+from cabling.discovery.iblinkinfo import load_iblinkinfo
+from cabling.discovery.ibnetdiscover import load_ibnetdiscover
+from cabling.discovery.ibstat import load_ibstat
+from cabling.discovery.lldp import load_lldp_dir
+from cabling.discovery.model import DiscoveredFabric
+from cabling.discovery.nodemap import load_node_name_map
+from cabling.discovery.ufm import UfmClient, load_ufm_dir
+from cabling.errors import CablingInputError
+from cabling.manifest import load_manifest
+from cabling.model import Manifest
+from cabling.ndt import load_ndt
+
+
+def open_manifest(paths: list[Path]) -> Manifest:
+    """A manifest from YAML/JSON, our CSV cable list, or UFM NDT files (several NDTs combine)."""
+    if not paths:
+        raise CablingInputError("no manifest given")
+    first = paths[0]
+    if not first.exists():
+        raise CablingInputError("manifest not found", file=str(first))
+    suffix = first.suffix.lower()
+    if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(first.read_text(encoding="utf-8", errors="replace"))):
+        return load_ndt(list(paths))
+    if len(paths) > 1:
+        raise CablingInputError("only UFM NDT files can be combined; give one YAML or CSV manifest")
+    if suffix == ".csv":
+        return import_csv(first)
+    return load_manifest(first)
+
+
+@dataclass
+class DiscoveryOptions:
+    """Where discovery comes from (a command may name several; they are merged)."""
+
+    ibnetdiscover: Path | None = None
+    iblinkinfo: list[Path] = field(default_factory=list)
+    ufm_url: str | None = None
+    ufm_dir: Path | None = None
+    ufm_user: str | None = None
+    ufm_insecure: bool = False
+    lldp: Path | None = None
+    node_name_maps: list[Path] = field(default_factory=list)
+    ibstat: Path | None = None
+
+    def load(self) -> tuple[DiscoveredFabric, dict[str, str]]:
+        """The merged discovered fabric and the GUID -> name map from the maps and ibstat files."""
+        fabrics: list[DiscoveredFabric] = []
+        if self.ibnetdiscover:
+            fabrics.append(load_ibnetdiscover(self.ibnetdiscover))
+        for f in self.iblinkinfo:
+            fabrics.append(load_iblinkinfo(f))
+        if self.ufm_dir:
+            fabrics.append(load_ufm_dir(self.ufm_dir))
+        if self.ufm_url:
+            fabrics.append(UfmClient.from_env(self.ufm_url, self.ufm_user, not self.ufm_insecure).fabric())
+        if self.lldp:
+            fabrics.append(load_lldp_dir(self.lldp))
+        if not fabrics:
+            raise CablingInputError(
+                "no discovery source given",
+                hint="use --ibnetdiscover FILE, --iblinkinfo FILE, --ufm URL, --ufm-dir DIR or --lldp DIR",
+            )
+        fab = fabrics[0]
+        for other in fabrics[1:]:
+            fab.merge(other)
+        names: dict[str, str] = {}
+        for m in self.node_name_maps:
+            names.update(load_node_name_map(m))
+        if self.ibstat:
+            names.update(ibstat_names(self.ibstat, fab))
+        return fab, names
+
+
+def ibstat_names(folder: Path, fab: DiscoveredFabric) -> dict[str, str]:
+    """GUID -> ``"<host> <hca>"`` from ``<host>[.txt]`` ibstat files; also records ports that are down."""
+    if not folder.is_dir():
+        raise CablingInputError("ibstat folder not found", file=str(folder),
+                                hint="collect with: ibstat > DIR/$(hostname).txt on every host")
+    out: dict[str, str] = {}
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        host = f.name.removesuffix(".txt")
+        for port in load_ibstat(f):
+            if port.link_layer and port.link_layer.lower() != "infiniband":
+                continue
+            for g in (port.node_guid, port.port_guid):
+                if g:
+                    out[g.rjust(16, "0")] = f"{host} {port.hca}"
+            if port.state.lower() == "down" and port.node_guid:
+                fab.down_ports[(port.node_guid.rjust(16, "0"), port.port)] = port.physical_state or "Down"
+    return out
