@@ -1,0 +1,260 @@
+"""A real 2-host lab: up, BMCs over HTTPS, PXE through a BMC boot override, idempotence, down.
+
+Runs libvirt (qemu TCG), sushy-emulator and tcpdump for real, in its own namespace and
+address slot so it never disturbs a lab someone is using on the same machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from typer.testing import CliRunner
+
+from provisioner.cli.main import app
+from provisioner.inventory import load_site
+from provisioner.inventory.credentials import resolve_credentials
+from provisioner.lab import daemons
+from provisioner.lab.netns import in_netns, netns_exists, netns_pids, pid_alive
+from provisioner.lab.plan import LabPlan
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NETNS = "plabit"
+SLOT = "11"
+runner = CliRunner()
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    missing = daemons.missing_tools()
+    if missing:
+        return "lab prerequisites missing: " + ", ".join(missing)
+    return None
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    mp = pytest.MonkeyPatch()
+    inventory = tmp_path_factory.mktemp("lab-inventory")
+    mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
+    mp.setenv("PROVISIONER_LAB_SLOT", SLOT)
+    mp.setenv("PROVISIONER_INVENTORY", str(inventory))
+    mp.delenv("PROVISIONER_LAB_STATE_DIR", raising=False)
+    runner.invoke(app, ["lab", "down"])  # a previous run killed half-way
+    res = runner.invoke(app, ["lab", "up", "--hosts", "2", "--disks", "3", "--memory", "512"])
+    assert res.exit_code == 0, res.output
+    plan = LabPlan.from_env(hosts=2, disks=3, memory_mib=512)
+    yield plan
+    runner.invoke(app, ["lab", "down"])
+    mp.undo()
+
+
+class _Client:
+    """Requests with the BMC's credentials and the lab CA, passed per request: a Session's
+    ``verify`` loses to $REQUESTS_CA_BUNDLE, which CI machines often set."""
+
+    def __init__(self, auth: tuple[str, str], verify: str) -> None:
+        self.auth, self.verify = auth, verify
+
+    def get(self, url: str, **kw) -> requests.Response:
+        return requests.get(url, auth=self.auth, verify=self.verify, **kw)
+
+    def patch(self, url: str, **kw) -> requests.Response:
+        return requests.patch(url, auth=self.auth, verify=self.verify, **kw)
+
+    def post(self, url: str, **kw) -> requests.Response:
+        return requests.post(url, auth=self.auth, verify=self.verify, **kw)
+
+
+def _bmc(plan: LabPlan, index: int) -> tuple[str, _Client]:
+    site = load_site("lab")
+    host = site.host(plan.host(index).name)
+    creds = resolve_credentials(site, host.bmc.credentials)
+    ca = str(site.resolve_path(site.settings.redfish.ca_bundle))
+    return host.bmc.url, _Client((creds.username, creds.password.reveal()), ca)
+
+
+def _system(base: str, session: _Client) -> str:
+    res = session.get(f"{base}/redfish/v1/Systems", timeout=10)
+    res.raise_for_status()
+    members = res.json()["Members"]
+    assert len(members) == 1  # each BMC shows only its own server
+    return base + members[0]["@odata.id"]
+
+
+def test_generated_site_loads_with_both_hosts(lab):
+    site = load_site("lab")
+    assert site.path == lab.site_path
+    assert [h.name for h in site.hosts] == ["lab-host01", "lab-host02"]
+    assert [h.bmc.url for h in site.hosts] == [
+        "https://198.19.176.11:443",
+        "https://198.19.176.12:443",
+    ]
+
+
+def test_each_bmc_answers_redfish_over_tls_with_its_own_credentials(lab):
+    for index in (1, 2):
+        base, session = _bmc(lab, index)
+        plan_host = lab.host(index)
+        system = _system(base, session)
+        doc = session.get(system, timeout=10).json()
+        assert doc["UUID"] == plan_host.uuid
+        nics = session.get(f"{system}/EthernetInterfaces", timeout=10).json()["Members"]
+        macs = {m["@odata.id"].rsplit("/", 1)[-1].lower() for m in nics}
+        assert macs == {plan_host.provisioning_mac, plan_host.data_mac}
+        storage = session.get(f"{system}/Storage/1", timeout=10).json()
+        serials = [
+            session.get(base + d["@odata.id"], timeout=10).json()["SerialNumber"]
+            for d in storage["Drives"]
+        ]
+        assert serials == list(plan_host.disk_serials)
+    base1, s1 = _bmc(lab, 1)
+    _, s2 = _bmc(lab, 2)
+    wrong = requests.get(f"{base1}/redfish/v1/Systems", auth=s2.auth, verify=s1.verify, timeout=10)
+    assert wrong.status_code == 401  # host 2's password does not open host 1's BMC
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(f"{base1}/redfish/v1/", timeout=10)  # not trusted without the lab CA
+
+
+def _root_links() -> set[str]:
+    out = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, check=True)
+    return {link["ifname"] for link in json.loads(out.stdout)}
+
+
+def test_up_twice_keeps_everything_and_duplicates_nothing(lab):
+    before_pids = set(netns_pids(NETNS))
+    before_links = _root_links()
+    domains = subprocess.run(
+        ["virsh", "-q", "list", "--all", "--name"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    res = runner.invoke(app, ["lab", "up"])
+    assert res.exit_code == 0, res.output
+    assert set(netns_pids(NETNS)) == before_pids
+    assert _root_links() == before_links
+    after = subprocess.run(
+        ["virsh", "-q", "list", "--all", "--name"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert sorted(after) == sorted(domains)
+    assert sorted(d for d in after if d.startswith(f"{NETNS}-")) == [
+        "plabit-host01",
+        "plabit-host02",
+    ]
+
+
+def _capture(bridge: str, out: Path) -> subprocess.Popen:
+    fh = out.open("w")
+    proc = subprocess.Popen(
+        in_netns(["tcpdump", "-l", "-n", "-i", bridge, "udp", "port", "67"], NETNS),
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 10
+    while "listening on" not in out.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc
+
+
+def test_pxe_boot_override_through_the_bmc_makes_the_vm_ask_for_dhcp(lab, tmp_path):
+    host = lab.host(1)
+    prov = _capture("provbr0", tmp_path / "provbr0.txt")
+    data = _capture("provbr1", tmp_path / "provbr1.txt")
+    base, session = _bmc(lab, 1)
+    system = _system(base, session)
+    try:
+        res = session.patch(
+            system,
+            json={"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}},
+            timeout=10,
+        )
+        assert res.status_code in (200, 204), res.text
+        for reset in ("ForceOff", "On"):  # a power cycle, as on a real server
+            res = session.post(
+                f"{system}/Actions/ComputerSystem.Reset", json={"ResetType": reset}, timeout=30
+            )
+            assert res.status_code in (200, 204), res.text
+        assert session.get(system, timeout=10).json()["PowerState"] == "On"
+        want = f"Request from {host.provisioning_mac}"
+        deadline = time.monotonic() + 120
+        while want not in (tmp_path / "provbr0.txt").read_text():
+            assert time.monotonic() < deadline, (tmp_path / "provbr0.txt").read_text()
+            time.sleep(0.5)
+    finally:
+        session.post(
+            f"{system}/Actions/ComputerSystem.Reset", json={"ResetType": "ForceOff"}, timeout=30
+        )
+        for proc in (prov, data):
+            proc.terminate()
+            proc.wait(timeout=10)
+    # The second NIC has no boot ROM: nothing may ever ask for DHCP on the data network.
+    assert "BOOTP" not in (tmp_path / "provbr1.txt").read_text()
+    assert lab.console_log(host).stat().st_size > 0
+
+
+def test_status_shows_vms_and_answering_bmcs(lab):
+    res = runner.invoke(app, ["lab", "status", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["up"] is True and doc["netns"] == NETNS
+    assert [(h["name"], h["power"], h["bmc_answers"]) for h in doc["hosts"]] == [
+        ("lab-host01", "Off", True),
+        ("lab-host02", "Off", True),
+    ]
+
+
+def test_down_after_a_crash_leaves_nothing(lab):
+    bmc_pids = netns_pids(NETNS)
+    # What a crash and a deploy leave behind: a dead BMC, a lost manifest, a stray dnsmasq.
+    os.kill(bmc_pids[0], 9)
+    lab.manifest_path.unlink()
+    stray = subprocess.Popen(
+        in_netns(
+            [
+                "dnsmasq",
+                "--keep-in-foreground",
+                "--port=0",
+                "--interface=provbr0",
+                "--bind-interfaces",
+                "--dhcp-range=198.18.176.100,198.18.176.110",
+                f"--pid-file={lab.state_dir}/stray.pid",
+                "--leasefile-ro",
+            ],
+            NETNS,
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)
+    res = runner.invoke(app, ["lab", "down"])
+    assert res.exit_code == 0, res.output
+    stray.wait(timeout=10)
+    assert not netns_exists(NETNS)
+    assert (
+        NETNS not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    assert not any(pid_alive(p) for p in [*bmc_pids, stray.pid])
+    assert not [name for name in _root_links() if lab.owns_link(name)]
+    domains = subprocess.run(
+        ["virsh", "-q", "list", "--all", "--name"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [d for d in domains if d.startswith(f"{NETNS}-")]
+    pools = subprocess.run(
+        ["virsh", "-q", "pool-list", "--all", "--name"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert lab.pool_name not in pools
+    assert not list(Path("/etc/libvirt/qemu").glob(f"{NETNS}-*.xml"))
+    assert not lab.state_dir.exists()
+    assert not lab.site_path.exists() and not lab.ca_bundle_path.exists()
+    cmdlines = [p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if p.exists()]
+    assert not [c for c in cmdlines if str(lab.state_dir).encode() in c]
+    again = runner.invoke(app, ["lab", "down"])
+    assert again.exit_code == 0 and "nothing to remove" in again.output
