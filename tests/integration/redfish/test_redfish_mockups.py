@@ -1,0 +1,169 @@
+"""Discovery and control against recorded real BMCs served over HTTP by sushy-static.
+
+sushy-static answers every GET from the recording and accepts (204) every PATCH/POST without
+changing anything: exactly a BMC that says yes and does nothing, which read-back must catch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.bmc.base import BootTarget, PowerAction
+from provisioner.bmc.factory import open_redfish
+from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.bmc.vendors.dell import DellBMC
+from provisioner.bmc.vendors.hpe import HpeBMC
+from provisioner.bmc.vendors.supermicro import SupermicroBMC
+from provisioner.inventory import NicRule
+from provisioner.redfish.client import ClientOptions
+from provisioner.redfish.errors import BMCUnsupported, BMCVerifyFailed
+from provisioner.secrets import Secret
+from tests.conftest import corpus_path
+from tests.fixtures.redfish.peers import sushy_static
+
+OPTS = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
+
+MOCKUPS = {
+    "dell": ("dell-idrac9-poweredge-r750-ib-libredfish", "mockup/redfish/v1"),
+    "supermicro": ("supermicro-sys-821ge-tnhr-hgx-h100-libredfish", "mockup/redfish/v1"),
+    "hpe": ("hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish", "mockup/redfish/v1"),
+    "dmtf": ("dmtf-public-rackmount1", "mockup"),
+}
+
+
+def _serve(name: str, tmp: Path) -> Iterator[str]:
+    folder, sub = MOCKUPS[name]
+    mockup = corpus_path("redfish", folder, *sub.split("/"))
+    with sushy_static(mockup, tmp) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=sorted(MOCKUPS))
+def mockup(request, tmp_path_factory) -> Iterator[tuple[str, str]]:
+    yield from ((request.param, url)
+                for url in _serve(request.param, tmp_path_factory.mktemp(request.param)))
+
+
+def open_mockup(url: str, **kw) -> RedfishBMC:
+    return open_redfish(url, "root", Secret("calvin"), OPTS, **kw)
+
+
+EXPECTED = {
+    "dell": (DellBMC, "CNIVC0014M0388", 5, 3, "6.00.30.00"),
+    "supermicro": (SupermicroBMC, "S889914X3710910", 11, 8, "11.01.01"),
+    "hpe": (HpeBMC, "MXQ302099S", 7, None, "iLO 5 v2.72"),
+    "dmtf": (RedfishBMC, "437XR1138R2", 2, 2, "1.45.455b66-rev4"),  # bay 3 is Absent
+}
+
+
+def test_discovery_reads_every_mockup(mockup):
+    name, url = mockup
+    cls, serial, n_nics, n_drives, bmc_fw = EXPECTED[name]
+    bmc = open_mockup(url)
+    try:
+        facts = bmc.discover()
+    finally:
+        bmc.close()
+    assert type(bmc) is cls
+    assert facts.serial == serial
+    assert facts.manufacturer and facts.model and facts.uuid and facts.power_state == "On"
+    assert facts.bios_version
+    assert len(facts.nics) == n_nics
+    assert all(n.mac == n.mac.lower() and len(n.mac) == 17 for n in facts.nics)
+    if n_drives is not None:
+        assert len(facts.drives) == n_drives
+    else:
+        assert facts.drives and all(d.serial for d in facts.drives)
+    assert facts.bmc_firmware == bmc_fw
+    assert facts.bmc_datetime is not None and facts.clock_skew_s is not None
+    assert facts.clock_skew_s < -3600  # recorded long ago: a skew the rack must report
+    assert facts.firmware
+    assert facts.extra["allowed_boot_targets"]
+    assert "ForceRestart" in facts.extra["reset_types"]
+
+
+def test_dell_keeps_infiniband_out_of_pxe_candidates(mockup):
+    name, url = mockup
+    if name != "dell":
+        pytest.skip("Dell-only layout")
+    bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="b8:3f:d2"))
+    facts = bmc.discover()
+    bmc.close()
+    assert [p["id"] for p in facts.extra["infiniband_ports"]] == [
+        "InfiniBand.Slot.7-1", "InfiniBand.Slot.7-2"]
+    # The ConnectX in slot 5 is the only Ethernet port with the Mellanox prefix.
+    assert facts.provisioning_mac == "b8:3f:d2:90:97:c4"
+
+
+def test_nic_rule_failure_is_reported_in_facts(mockup):
+    _name, url = mockup
+    bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="52:54:00"))
+    facts = bmc.discover()
+    bmc.close()
+    assert facts.provisioning_mac is None
+    assert "no port matches" in facts.extra["provisioning_nic_error"]
+
+
+def test_boot_override_accepted_but_not_applied_is_caught(mockup):
+    _name, url = mockup
+    bmc = open_mockup(url)
+    try:
+        with pytest.raises(BMCVerifyFailed, match="did not take effect"):
+            bmc.set_boot(BootTarget.DISK)
+    finally:
+        bmc.close()
+
+
+def test_boot_target_not_offered_is_refused(mockup):
+    _name, url = mockup
+    bmc = open_mockup(url)
+    allowed = bmc.allowed_boot_targets() or []
+    bmc.close()
+    if "UefiHttp" in allowed:
+        pytest.skip("this BMC offers every target we use")
+    bmc = open_mockup(url)
+    with pytest.raises(BMCUnsupported, match="UefiHttp is not offered"):
+        bmc.set_boot(BootTarget.HTTP)
+    bmc.close()
+
+
+def test_dell_network_boot_sets_bios_port_and_verifies(mockup):
+    name, url = mockup
+    if name != "dell":
+        pytest.skip("Dell-only BIOS attributes")
+    # PxeDev1EnDis is Disabled in the recording: the PATCH is accepted, the job queue holds
+    # only a completed job, the reboot is accepted, and reading back shows nothing changed.
+    bmc = open_mockup(url, nic_rule=NicRule(port_id="NIC.Embedded.1-1-1"))
+    assert isinstance(bmc, DellBMC)
+    bmc.poll_interval_s = 0
+    try:
+        with pytest.raises(BMCVerifyFailed, match="PxeDev1EnDis") as info:
+            bmc.set_boot(BootTarget.PXE)
+    finally:
+        bmc.close()
+    assert "job queue" in str(info.value)
+
+
+def test_power_actions_choose_allowed_reset_types(mockup):
+    _name, url = mockup
+    bmc = open_mockup(url)
+    try:
+        bmc.power(PowerAction.ON)  # already on: nothing sent
+        bmc.power(PowerAction.OFF)  # ForceOff is allowed everywhere here
+        bmc.power(PowerAction.RESTART)
+    finally:
+        bmc.close()
+
+
+def test_virtual_media_insert_is_verified(mockup):
+    _name, url = mockup
+    # iLO keeps its media under the Manager (no InsertMedia action there: PATCH is used).
+    bmc = open_mockup(url)
+    try:
+        with pytest.raises(BMCVerifyFailed, match="after inserting"):
+            bmc.insert_media("http://198.18.254.1:8080/boot.iso")
+    finally:
+        bmc.close()
