@@ -20,7 +20,8 @@ _PRELUDE = f"""\
 set +e
 export LC_ALL=C PATH="$PATH:/usr/sbin:/sbin:/usr/local/sbin"
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi
-sec() {{ name=$1; shift; echo "{BEGIN} $name"; "$@" 2>&1; rc=$?; echo; echo "{END} $name rc=$rc"; }}
+# stdin of every collector is /dev/null: this script itself arrives on bash's stdin.
+sec() {{ name=$1; shift; echo "{BEGIN} $name"; "$@" 2>&1 </dev/null; rc=$?; echo; echo "{END} $name rc=$rc"; }}
 have() {{ command -v "$1" >/dev/null 2>&1; }}
 ibcounters() {{
   have_any=127
@@ -40,6 +41,26 @@ kernerr() {{
 }}
 opt() {{ have "$1" || return 127; "$@"; }}
 pci() {{ have lspci || return 127; $SUDO lspci -vvv -nn -D; }}
+gpumatmul() {{
+  have python3 && python3 -c "import torch" 2>/dev/null || return 127
+  CUDA_DEVICE_ORDER=PCI_BUS_ID python3 - <<'PY'
+import time, torch
+n = 8192
+for i in range(torch.cuda.device_count()):
+    dev = torch.device("cuda", i)
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize(dev)
+    t0, reps = time.perf_counter(), 50
+    for _ in range(reps):
+        a @ b
+    torch.cuda.synchronize(dev)
+    dt = time.perf_counter() - t0
+    print(f"gpu={{i}} tflops={{2 * n**3 * reps / dt / 1e12:.1f}}")
+PY
+}}
 """
 
 
@@ -71,13 +92,16 @@ def collector_script(exp: Expectations, *, deep: bool = False) -> str:
     if deep and exp.gpus > 0:
         # dcgmi diag runs in the background so that the PCIe links and nvidia-smi are read
         # while the GPUs are busy: idle GPUs downclock their link, which is not a fault.
-        add('diag=$(mktemp); ( dcgmi diag -r 2 -j >"$diag" 2>&1; echo $? >"$diag.rc" ) &')
+        level = s.dcgm_diag_level
+        add(f'diag=$(mktemp); ( dcgmi diag -r {level} -j >"$diag" 2>&1 </dev/null; echo $? >"$diag.rc" ) &')
         add("diag_pid=$!; sleep 20")
         add("sec lspci_loaded pci")
         add("sec nvsmi_loaded opt nvidia-smi -q")
         add('wait "$diag_pid"')
         add('sec dcgm_diag sh -c \'cat "$0"; exit "$(cat "$0.rc")"\' "$diag"')
         add('rm -f "$diag" "$diag.rc"')
+        add("sec nvbandwidth opt nvbandwidth -t device_to_device_memcpy_read_ce")
+        add("sec gpu_matmul gpumatmul")
     add(f"sleep {s.counter_interval_s:g}")
     add("sec nvlink_errors_1 opt nvidia-smi nvlink -e")
     add("sec ib_counters_1 ibcounters")

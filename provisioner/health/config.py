@@ -46,6 +46,12 @@ class HealthSettings(BaseModel):
     dcgm_exporter: bool | None = None  # expected where the host has GPUs, unless set
     gpudirect: Literal["peermem", "dmabuf"] = "peermem"
     remap_rows_warn: int = Field(default=8, ge=1)
+    # --deep
+    dcgm_diag_level: Literal[1, 2, 3, 4] = 2
+    gpu_perf_min_fraction: float = Field(default=0.9, gt=0, le=1)  # of the host's median GPU/pair
+    ib_bw_min_fraction: float = Field(default=0.9, gt=0, le=1)  # of the port's rated speed
+    ib_bw_duration_s: int = Field(default=5, ge=1, le=600)
+    ib_bw_port: int = Field(default=18515, ge=1024, le=65000)
 
     @classmethod
     def from_site_block(cls, block: dict[str, Any], file: str | None = None) -> HealthSettings:

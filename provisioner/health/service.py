@@ -11,7 +11,7 @@ from typing import Any
 from provisioner.exceptions import IllegalTransition
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.model import HostReport, Status, Verdict, judge
-from provisioner.health.runner import HostPlan, check_hosts, publish_textfiles
+from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
 from provisioner.health.ssh import SshClient, SshTarget
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
@@ -147,6 +147,8 @@ def run_site_health(
                            command_timeout_s=settings.command_timeout_s)
     plans = [HostPlan(ssh_target(site, h, settings), expectations(site, h, settings)) for h in chosen]
     raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel)
+    if deep:
+        raw = ib_pair_bandwidth(client, plans, raw, parallel=settings.parallel)
     judged = []
     for rep in raw:
         golden_after = site.settings.golden_after

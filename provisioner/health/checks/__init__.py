@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from provisioner.health.checks.base import Check, Context, result
+from provisioner.health.checks.deep import check_gpu_matmul, check_nvlink_bandwidth
 from provisioner.health.checks.fabric import (
     check_firmware,
     check_ib_counters,
@@ -43,7 +44,10 @@ CHECKS: tuple[Check, ...] = (
     Check("disk.usage", "Disk use below threshold", check_disk),
     Check("zfs.docker", "zpool healthy, Docker on ZFS", check_zfs_docker),
     Check("kernel.log", "Kernel errors outside the allow-list", check_kernel_log),
-    Check("gpu.dcgm_diag", "dcgmi diag -r 2 (--deep)", check_dcgm_diag, deep_only=True),
+    Check("gpu.dcgm_diag", "dcgmi diag (--deep)", check_dcgm_diag, deep_only=True),
+    Check("gpu.matmul", "GPU matmul throughput vs median (--deep)", check_gpu_matmul, deep_only=True),
+    Check("gpu.nvlink_bw", "NVLink pair bandwidth vs median (--deep)", check_nvlink_bandwidth,
+          deep_only=True),
 )
 
 CHECK_IDS = tuple(c.id for c in CHECKS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
@@ -149,6 +150,11 @@ def _ib_ports(ctx: Context, cid: str) -> list[IbPort] | CheckResult:
         return result(cid, Status.ERROR, str(exc), evidence=sec.text.splitlines()[:5])
 
 
+def _natural(name: str) -> list[object]:
+    """mlx5_2/1 before mlx5_10/1 (rails are numbered, not sorted as text)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 def fabric_ports(ports: list[IbPort], link_layer: str, rate: int | None) -> list[IbPort]:
     """The compute-fabric ports: the site's link layer, on HCA types that run at its rate.
 
@@ -174,6 +180,7 @@ def check_ib_ports(ctx: Context) -> CheckResult:
     good = [p for p in fabric if p.active and (rate is None or p.rate == rate)]
     bad = [p for p in fabric if p not in good]
     observed = {"fabric_ports": len(fabric), "active_at_rate": len(good),
+                "good": sorted((p.name for p in good), key=_natural),
                 "bad": {p.name: f"{p.state}/{p.physical_state} {p.rate}G" for p in bad}}
     threshold = {"ports": want, "rate_gbps": rate, "link_layer": ctx.expect.settings.fabric_link_layer}
     if len(good) < want or bad:

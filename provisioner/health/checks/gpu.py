@@ -393,7 +393,7 @@ def check_docker_gpu(ctx: Context) -> CheckResult:
 
 
 def check_dcgm_diag(ctx: Context) -> CheckResult:
-    """``dcgmi diag -r 2`` (--deep): every test passes."""
+    """``dcgmi diag -r LEVEL`` (--deep; settings.health.dcgm_diag_level): every test passes."""
     cid = "gpu.dcgm_diag"
     if ctx.expect.gpus == 0:
         return not_applicable(cid, NO_GPUS)
@@ -417,4 +417,4 @@ def check_dcgm_diag(ctx: Context) -> CheckResult:
         return result(cid, Status.FAIL, f"dcgmi diag: {len(failures)} failing test result(s)",
                       observed={"failures": failures, "rc": sec.rc}, remedy=RemedyKind.REPAIR,
                       part="GPU(s) named in the evidence", evidence=failures)
-    return result(cid, Status.PASS, "dcgmi diag -r 2 passed")
+    return result(cid, Status.PASS, f"dcgmi diag -r {ctx.expect.settings.dcgm_diag_level} passed")
