@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from netaddr import IPAddress, IPNetwork
+
 from provisioner.deploy.base import (
     DeployBackend,
     DeployOutcome,
@@ -26,7 +28,7 @@ from provisioner.deploy.base import (
 from provisioner.deploy.maas.client import MAASClient
 from provisioner.deploy.maas.disks import choose_root_disk, describe_hint
 from provisioner.deploy.maas.errors import MAASError, MAASTimeout
-from provisioner.deploy.maas.models import Machine
+from provisioner.deploy.maas.models import Interface, Machine
 from provisioner.deploy.maas.plan import HostPlan, MAASPlan
 from provisioner.deploy.maas.settings import MAASSettings, maas_settings, resolve_api_key
 from provisioner.deploy.maas.status import BUSY, RELEASABLE, NodeStatus
@@ -266,6 +268,9 @@ class MAASBackend(DeployBackend):
                 "commission",
                 "tag " + ", ".join(tags),
             ]
+            addr = host.addresses.get("provisioning")
+            if settings.static_ip and addr is not None:
+                hp.actions.append(f"static address {addr} on the boot interface")
             if hint:
                 hp.actions.append(f"boot disk matching [{describe_hint(hint)}]")
             hp.actions += [layout, os_text]
@@ -293,6 +298,9 @@ class MAASBackend(DeployBackend):
         missing = [t for t in tags if t not in machine.tag_names]
         if missing:
             hp.actions.append("tag " + ", ".join(missing))
+        wanted = self._wanted_address(settings, host, machine)
+        if wanted:
+            hp.actions.append(f"static address {wanted[0]} on {wanted[1].name}")
         if hint:
             hp.actions.append(self._plan_disk(client, machine, host, hint))
         hp.actions += [layout, os_text]
@@ -410,6 +418,7 @@ class MAASBackend(DeployBackend):
         for t in tags:
             if t not in machine.tag_names:
                 client.tag_machines(t, add=[sid])
+        self._pin_address(client, settings, host, machine, progress)
         hint = host.root_disk or host.profile.root_disk
         root_id: int | None = None
         if hint is not None:
@@ -419,6 +428,45 @@ class MAASBackend(DeployBackend):
                 client.set_boot_disk(sid, dev.id)
             progress(host.name, "storage", f"root disk {dev.describe()}")
         client.set_storage_layout(sid, layout=settings.storage_layout, root_device=root_id)
+
+    def _wanted_address(
+        self, settings: MAASSettings, host: Host, machine: Machine
+    ) -> tuple[str, Interface] | None:
+        """The planned address to pin on the boot interface, unless it is there already."""
+        addr = host.addresses.get("provisioning")
+        iface = machine.boot_interface
+        if not settings.static_ip or addr is None or iface is None:
+            return None
+        if any(link.mode == "static" and link.ip_address == str(addr) for link in iface.links):
+            return None
+        return str(addr), iface
+
+    def _pin_address(
+        self,
+        client: MAASClient,
+        settings: MAASSettings,
+        host: Host,
+        machine: Machine,
+        progress: ProgressFn,
+    ) -> None:
+        wanted = self._wanted_address(settings, host, machine)
+        if wanted is None:
+            return
+        addr, iface = wanted
+        sid = machine.system_id
+        subnets = [s for s in client.subnets() if IPAddress(addr) in IPNetwork(s.cidr)]
+        if not subnets:
+            raise MAASError(
+                f"{host.name}: MAAS has no subnet containing its provisioning address {addr}",
+                system_id=sid,
+                hint="create the provisioning subnet in MAAS, or set settings.maas.static_ip: "
+                "false to let MAAS choose addresses",
+            )
+        subnet = max(subnets, key=lambda s: IPNetwork(s.cidr).prefixlen)
+        for link in iface.links:
+            client.unlink_subnet(sid, iface.id, link.id)
+        client.link_subnet(sid, iface.id, subnet_id=subnet.id, ip_address=addr)
+        progress(host.name, "storage", f"static address {addr} on {iface.name} ({subnet.cidr})")
 
     # -- helpers ------------------------------------------------------------------------
 

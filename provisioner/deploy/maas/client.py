@@ -32,7 +32,7 @@ from provisioner.deploy.maas.errors import (
     MAASUnavailable,
     MAASValidationError,
 )
-from provisioner.deploy.maas.models import BlockDevice, Machine
+from provisioner.deploy.maas.models import BlockDevice, Interface, Machine, Subnet
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
@@ -405,6 +405,30 @@ class MAASClient:
         """``POST /nodes/{system_id}/blockdevices/{id}/?op=set_boot_disk``."""
         self._post(f"nodes/{system_id}/blockdevices/{device_id}/", op="set_boot_disk",
                    system_id=system_id)
+
+    # -- network ------------------------------------------------------------------------
+
+    def subnets(self) -> list[Subnet]:
+        """``GET /subnets/``."""
+        return [Subnet.model_validate(s) for s in self._get("subnets/") or []]
+
+    def unlink_subnet(self, system_id: str, interface_id: int, link_id: int) -> Interface:
+        """``POST /nodes/{system_id}/interfaces/{id}/?op=unlink_subnet``."""
+        data = self._post(f"nodes/{system_id}/interfaces/{interface_id}/", op="unlink_subnet",
+                          form={"id": link_id}, system_id=system_id)
+        return Interface.model_validate(data)
+
+    def link_subnet(
+        self, system_id: str, interface_id: int, *, subnet_id: int, mode: str = "STATIC",
+        ip_address: str | None = None,
+    ) -> Interface:
+        """``POST /nodes/{system_id}/interfaces/{id}/?op=link_subnet`` (STATIC pins an address)."""
+        form: dict[str, FormValue] = {"mode": mode, "subnet": subnet_id}
+        if ip_address:
+            form["ip_address"] = ip_address
+        data = self._post(f"nodes/{system_id}/interfaces/{interface_id}/", op="link_subnet",
+                          form=form, system_id=system_id)
+        return Interface.model_validate(data)
 
     # -- tags ---------------------------------------------------------------------------
 

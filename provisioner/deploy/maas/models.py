@@ -12,6 +12,23 @@ class _MAASObject(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class Subnet(_MAASObject):
+    """A MAAS subnet (``/subnets/`` entries and interface links' ``subnet``)."""
+
+    id: int
+    cidr: str
+    name: str = ""
+
+
+class Link(_MAASObject):
+    """How an interface is configured on a subnet: ``auto``, ``static``, ``dhcp``, ``link_up``."""
+
+    id: int
+    mode: str
+    ip_address: str | None = None
+    subnet: Subnet | None = None
+
+
 class Interface(_MAASObject):
     """A network interface of a machine (``interface_set`` entries)."""
 
@@ -20,6 +37,7 @@ class Interface(_MAASObject):
     type: str = "physical"
     mac_address: str | None = None
     enabled: bool = True
+    links: list[Link] = Field(default_factory=list)
 
 
 class BlockDevice(_MAASObject):

@@ -33,6 +33,9 @@ class MAASSettings(BaseModel):
     # Commissioning tests MAAS runs (`none` skips them: quicker; MAAS's default runs smartctl etc.).
     commissioning_testing_scripts: str | None = None
     tag_prefix: str = ""
+    # Pin the inventory's planned provisioning address as a static IP on the boot interface,
+    # so that MAAS's DNS, the address plan and the workflow's SSH wait agree.
+    static_ip: bool = True
     poll_interval_s: float = Field(default=10.0, gt=0)
     commission_timeout_s: float = Field(default=1800.0, gt=0)
     deploy_timeout_s: float | None = Field(default=None, gt=0)  # default: the site's deploy timeout

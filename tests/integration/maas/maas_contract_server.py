@@ -128,6 +128,8 @@ class MAASContractServer:
         self._template = _load("machine.json")
         self._disks = _load("blockdevices.json")
         self._next_disk_id = 100
+        self._next_link_id = 5000
+        self.subnets: list[dict[str, Any]] = _load("subnets.json")
         self._map = Map(
             [
                 Rule("/MAAS/api/2.0/version/", endpoint="version"),
@@ -137,6 +139,9 @@ class MAASContractServer:
                 Rule("/MAAS/api/2.0/nodes/<system_id>/blockdevices/", endpoint="blockdevices"),
                 Rule("/MAAS/api/2.0/nodes/<system_id>/blockdevices/<int:device_id>/",
                      endpoint="blockdevice"),
+                Rule("/MAAS/api/2.0/nodes/<system_id>/interfaces/<int:interface_id>/",
+                     endpoint="interface"),
+                Rule("/MAAS/api/2.0/subnets/", endpoint="subnets"),
                 Rule("/MAAS/api/2.0/tags/", endpoint="tags"),
                 Rule("/MAAS/api/2.0/tags/<name>/", endpoint="tag"),
             ],
@@ -200,7 +205,7 @@ class MAASContractServer:
         sid = "".join(random.choices(string.ascii_lowercase + string.digits, k=6))
         rec = copy.deepcopy(self._template)
         rec.update(
-            system_id=sid, hostname=hostname, fqdn=f"{hostname}.maas", owner=None,
+            system_id=sid, hostname=hostname, fqdn=f"{hostname}.maas", owner=None, ip_addresses=[],
             power_type=power_type, tag_names=[], osystem="", distro_series="", hwe_kernel=None,
             resource_uri=f"/MAAS/api/2.0/machines/{sid}/",
             blockdevice_set=[], physicalblockdevice_set=[], boot_disk=None,
@@ -209,9 +214,14 @@ class MAASContractServer:
         ifaces = []
         for i, mac in enumerate(macs):
             iface = copy.deepcopy(template_if)
-            iface.update(id=1000 + len(self.machines) * 10 + i, name=f"eno{i + 1}",
-                         mac_address=mac, system_id=sid,
-                         resource_uri=f"/MAAS/api/2.0/nodes/{sid}/interfaces/{1000 + i}/")
+            iid = 1000 + len(self.machines) * 10 + i
+            # MAAS links the boot interface to its subnet in AUTO mode: an address at deploy.
+            links = []
+            if i == 0:
+                self._next_link_id += 1
+                links = [{"id": self._next_link_id, "mode": "auto", "subnet": self.subnets[0]}]
+            iface.update(id=iid, name=f"eno{i + 1}", mac_address=mac, system_id=sid,
+                         links=links, resource_uri=f"/MAAS/api/2.0/nodes/{sid}/interfaces/{iid}/")
             ifaces.append(iface)
         rec["interface_set"] = ifaces
         rec["boot_interface"] = ifaces[0]
@@ -511,6 +521,59 @@ class MAASContractServer:
         if request.method == "GET":
             return dev
         raise self._unrecognised(request)
+
+    def _h_subnets(self, request: Request) -> Any:
+        if request.method == "GET" and self._op(request) is None:
+            return self.subnets
+        raise self._unrecognised(request)
+
+    def _h_interface(self, request: Request, system_id: str, interface_id: int) -> Any:
+        m = self._machine(system_id)
+        iface = next((i for i in m.record["interface_set"] if i["id"] == interface_id), None)
+        if iface is None:
+            raise HTTPError(404, "No Interface matches the given query.")
+        op = self._op(request)
+        if request.method == "GET" and op is None:
+            return iface
+        if request.method != "POST" or op not in ("link_subnet", "unlink_subnet"):
+            raise self._unrecognised(request)
+        if m.record["status"] not in (READY, ALLOCATED, BROKEN):
+            raise HTTPError(409, "Cannot change the network configuration of a machine in "
+                                 f"state '{m.record['status_name']}'.")
+        f = request.form
+        if op == "unlink_subnet":
+            link_id = f.get("id", "")
+            if not any(str(link["id"]) == link_id for link in iface["links"]):
+                raise HTTPError(400, {"id": [f"Link {link_id} is not on this interface."]})
+            iface["links"] = [link for link in iface["links"] if str(link["id"]) != link_id]
+        else:
+            mode = f.get("mode", "").lower()
+            if mode not in ("auto", "dhcp", "static", "link_up"):
+                raise HTTPError(400, {"mode": [f"Select a valid choice. {mode} is not one of "
+                                               "the available choices."]})
+            subnet = next((s for s in self.subnets if f.get("subnet") in (str(s["id"]),
+                                                                          s["cidr"])), None)
+            if subnet is None:
+                raise HTTPError(400, {"subnet": ["Select a valid choice. That choice is not one "
+                                                 "of the available choices."]})
+            ip = f.get("ip_address")
+            if ip:
+                import ipaddress
+
+                if ipaddress.ip_address(ip) not in ipaddress.ip_network(subnet["cidr"]):
+                    raise HTTPError(400, {"ip_address": [
+                        f"IP address is not in the given subnet '{subnet['cidr']}'."]})
+                for other in self.machines.values():
+                    if other is not m and ip in other.record["ip_addresses"]:
+                        raise HTTPError(400, {"ip_address": [f"IP address {ip} already in use."]})
+                m.record["ip_addresses"] = [*m.record["ip_addresses"], ip]
+            self._next_link_id += 1
+            link = {"id": self._next_link_id, "mode": mode, "subnet": subnet}
+            if ip:
+                link["ip_address"] = ip
+            iface["links"].append(link)
+        self._record(op, m, request)
+        return iface
 
     def _h_tags(self, request: Request) -> Any:
         if request.method == "GET":

@@ -67,6 +67,13 @@ def test_rack_enlists_commissions_and_deploys_with_one_failure(
         assert "ops@laptop" in m.user_data and "name: provision" in m.user_data
         assert m.layout["storage_layout"] == "flat"
     assert maas_server.by_hostname("gpu-m01-u09").power["power_address"] == "10.21.0.109:8443"
+    # the planned provisioning address is pinned as MAAS's static IP on the boot interface
+    for h in maas_site.hosts:
+        rec = maas_server.by_hostname(h.name).record
+        assert rec["ip_addresses"] == [str(h.addresses["provisioning"])]
+        assert [(lk["mode"], lk.get("ip_address")) for lk in rec["boot_interface"]["links"]] == [
+            ("static", str(h.addresses["provisioning"]))
+        ]
     # root disk: the profile's BOSS hint on most hosts, the per-host serial on u07
     u03 = maas_server.by_hostname("gpu-m01-u03")
     assert u03.record["boot_disk"]["model"] == "DELLBOSS VD"
@@ -180,7 +187,7 @@ def test_failed_deployment_left_over_is_released_and_retried(
     outcomes = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
     assert outcomes["gpu-m01-u03"].ok
     ops = [a.op for a in maas_server.actions_for("gpu-m01-u03")]
-    assert ops == ["release", "set_storage_layout", "deploy"]
+    assert ops == ["release", "unlink_subnet", "link_subnet", "set_storage_layout", "deploy"]
 
 
 def test_deploy_timeout_names_state_and_system_id(
@@ -298,3 +305,25 @@ def test_release_refused_while_maas_is_commissioning(
     with pytest.raises(MAASError, match="cannot be released") as exc:
         MAASBackend(maas_site).release(requests_for(maas_site, ["gpu-m01-u03"])[0])
     assert exc.value.system_id == sid
+
+
+def test_static_address_needs_the_subnet_in_maas(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    maas_server.subnets = [s for s in maas_server.subnets if s["cidr"] != "10.20.0.0/22"]
+    out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
+    reason = out["gpu-m01-u03"].reason
+    assert "MAAS has no subnet containing its provisioning address 10.20.0." in reason
+    assert maas_server.actions_for("gpu-m01-u03", "deploy") == []
+
+
+def test_address_taken_in_maas_is_reported_with_maas_message(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    planned = str(maas_site.host("gpu-m01-u03").addresses["provisioning"])
+    other = maas_server.add_machine("squatter", ["aa:bb:cc:00:00:09"])
+    maas_server.machines[other].record["ip_addresses"] = [planned]
+    out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
+    reason = out["gpu-m01-u03"].reason
+    assert f"HTTP 400: ip_address: IP address {planned} already in use." in reason
+    assert "?op=link_subnet for machine" in reason
