@@ -23,7 +23,7 @@ from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns, netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import LabPlan
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = pytest.mark.lab
 
 NETNS = "plabit"
 SLOT = "11"
