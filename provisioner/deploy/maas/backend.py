@@ -78,6 +78,7 @@ class MAASBackend(DeployBackend):
     name = "maas"
     # MAAS powers hosts through its own Redfish driver: the workflow needs no BMC session.
     drives_power: ClassVar[bool] = False
+    EVENTS_ON_FAILURE: ClassVar[int] = 5
 
     def __init__(
         self,
@@ -567,6 +568,18 @@ class MAASBackend(DeployBackend):
                  ", ".join(sorted(k for k in fields if k != "power_parameters_power_pass")))
         return client.update_machine(machine.system_id, fields)
 
+    def _report_events(
+        self, client: MAASClient, system_id: str, host: str, phase: str, progress: ProgressFn
+    ) -> None:
+        """Pass MAAS's latest events of a failed machine on (the workflow records them)."""
+        try:
+            events = client.events(system_id, limit=self.EVENTS_ON_FAILURE)
+        except MAASError as exc:  # the failure itself matters more than its events
+            log.warning("%s: cannot read MAAS events of %s: %s", host, system_id, exc.message)
+            return
+        for event in reversed(events):
+            progress(host, phase, f"MAAS event: {event.line()}")
+
     def _wait(
         self,
         client: MAASClient,
@@ -595,6 +608,8 @@ class MAASBackend(DeployBackend):
                 return machine
             if status not in BUSY:
                 detail = f": {machine.status_message}" if machine.status_message else ""
+                if progress is not None:
+                    self._report_events(client, system_id, host, phase, progress)
                 raise MAASError(
                     f"{host}: MAAS machine {system_id} went to {machine.status_name!r} "
                     f"during {phase}{detail}",

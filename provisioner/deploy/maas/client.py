@@ -32,7 +32,7 @@ from provisioner.deploy.maas.errors import (
     MAASUnavailable,
     MAASValidationError,
 )
-from provisioner.deploy.maas.models import BlockDevice, Interface, Machine, Subnet
+from provisioner.deploy.maas.models import BlockDevice, Event, Interface, Machine, Subnet
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
@@ -393,6 +393,12 @@ class MAASClient:
         data = self._post(f"machines/{system_id}/", op="set_storage_layout", form=form,
                           system_id=system_id)
         return Machine.model_validate(data)
+
+    def events(self, system_id: str, *, limit: int = 5) -> list[Event]:
+        """The machine's latest events, newest first (``GET /events/?op=query``)."""
+        data = self._get("events/", op="query", system_id=system_id,
+                         params=[("id", system_id), ("limit", str(limit))])
+        return [Event.model_validate(e) for e in (data or {}).get("events", [])]
 
     # -- storage ------------------------------------------------------------------------
 

@@ -107,3 +107,18 @@ class Machine(_MAASObject):
         """``hostname (system_id) in <status>`` for messages."""
         name = self.status_name or str(self.status)
         return f"{self.hostname or '?'} ({self.system_id}) in state {name!r}"
+
+
+class Event(_MAASObject):
+    """A MAAS event of a machine (``/events/?op=query`` entries)."""
+
+    id: int
+    level: str = "INFO"
+    created: str = ""
+    type: str = ""
+    description: str = ""
+
+    def line(self) -> str:
+        """``<created> <LEVEL> <type>: <description>``."""
+        text = f"{self.created} {self.level} {self.type}"
+        return f"{text}: {self.description}" if self.description else text

@@ -91,6 +91,7 @@ class MachineState:
     pending: tuple[float, int, str] | None = None  # (when, next status, status_message)
     user_data: str | None = None
     layout: dict[str, str] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class MAASContractServer:
@@ -142,6 +143,7 @@ class MAASContractServer:
                 Rule("/MAAS/api/2.0/nodes/<system_id>/interfaces/<int:interface_id>/",
                      endpoint="interface"),
                 Rule("/MAAS/api/2.0/subnets/", endpoint="subnets"),
+                Rule("/MAAS/api/2.0/events/", endpoint="events"),
                 Rule("/MAAS/api/2.0/tags/", endpoint="tags"),
                 Rule("/MAAS/api/2.0/tags/<name>/", endpoint="tag"),
             ],
@@ -245,11 +247,23 @@ class MAASContractServer:
         m.record["physicalblockdevice_set"] = out
         m.record["boot_disk"] = out[0] if out else None
 
-    @staticmethod
-    def _set_status(m: MachineState, status: int, message: str = "") -> None:
+    _event_id = 0
+
+    def _set_status(self, m: MachineState, status: int, message: str = "") -> None:
         m.record["status"] = status
         m.record["status_name"] = STATUS_NAMES[status]
         m.record["status_message"] = message
+        # MAAS logs an event for each status change: type = the new status, ERROR for failures.
+        MAASContractServer._event_id += 1
+        failed = STATUS_NAMES[status].startswith(("Failed", "Releasing failed"))
+        m.events.append({
+            "username": self.user, "node": m.record["system_id"],
+            "hostname": m.record["hostname"], "id": MAASContractServer._event_id,
+            "level": "ERROR" if failed else "INFO",
+            "created": time.strftime("%a, %d %b. %Y %H:%M:%S"),
+            "type": STATUS_NAMES[status],
+            "description": message if message != STATUS_NAMES[status] else "",
+        })
 
     def _later(self, m: MachineState, after_s: float, status: int, message: str) -> None:
         m.pending = (time.monotonic() + after_s, status, message)
@@ -521,6 +535,18 @@ class MAASContractServer:
         if request.method == "GET":
             return dev
         raise self._unrecognised(request)
+
+    def _h_events(self, request: Request) -> Any:
+        if request.method != "GET" or self._op(request) != "query":
+            raise self._unrecognised(request)
+        ids = request.args.getlist("id")
+        limit = int(request.args.get("limit", "100"))
+        events = [e for m in self.machines.values() if not ids or m.record["system_id"] in ids
+                  for e in m.events]
+        events.sort(key=lambda e: e["id"], reverse=True)
+        shown = events[:limit]
+        uri = "/MAAS/api/2.0/events/?op=query"
+        return {"count": len(shown), "events": shown, "next_uri": uri, "prev_uri": uri}
 
     def _h_subnets(self, request: Request) -> Any:
         if request.method == "GET" and self._op(request) is None:

@@ -327,3 +327,20 @@ def test_address_taken_in_maas_is_reported_with_maas_message(
     reason = out["gpu-m01-u03"].reason
     assert f"HTTP 400: ip_address: IP address {planned} already in use." in reason
     assert "?op=link_subnet for machine" in reason
+
+
+def test_maas_events_of_a_failed_machine_are_passed_on(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    maas_server.fail_deploy.add("gpu-m01-u03")
+    (req,) = requests_for(maas_site, ["gpu-m01-u03"])
+    backend = MAASBackend()
+    backend.prepare(maas_site, [req])
+    progress = Progress()
+    assert not backend.deploy(req, progress).ok
+    events = [m for h, p, m in progress.lines if m.startswith("MAAS event: ")]
+    assert events[-1].endswith(
+        "ERROR Failed deployment: Installation failed (refer to the installation log for more "
+        "information)."
+    )
+    assert any(" INFO Deploying" in e for e in events)
