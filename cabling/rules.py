@@ -6,6 +6,7 @@ the number of links.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -133,20 +134,39 @@ def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
     names = [_describe_island(ctx, c) for c in comps]
     out = []
     for k, comp in enumerate(comps):
-        top = _top_switches(ctx, comp)
+        other = comps[0] if k else comps[1]
         others = [names[j][0] for j in range(len(comps)) if j != k]
-        if top:
-            join_to = _top_switches(ctx, comps[0] if k else comps[1])
-            fix = (f"cable {', '.join(top[:3])}{'...' if len(top) > 3 else ''} to "
-                   f"{', '.join(join_to[:3])}{'...' if len(join_to) > 3 else ''} in island "
-                   f"{names[0 if k else 1][0]}; in a rail-optimised fat tree every spine must reach "
+        leaves = _switches_of(ctx, comp, "leaf")
+        spines = _switches_of(ctx, other, "spine") or _switches_of(ctx, other, None)
+        if leaves and spines:
+            fix = (f"join it at the spine tier: cable uplinks of its leaves ({_few(leaves)}) to spines of "
+                   f"island {names[0 if k else 1][0]} ({_few(spines)}) and the others, so every spine reaches "
                    "leaves of every rail")
+        elif _switches_of(ctx, comp, None) and spines:
+            fix = f"cable {_few(_switches_of(ctx, comp, None))} to {_few(spines)}"
         else:
-            fix = "connect it to a leaf switch"
+            fix = "connect it to a leaf switch, or remove it from the manifest"
         out.append(rule.finding(
             f"island {names[k][0]} of {len(comps)} ({names[k][1]}) has no link to {', '.join(others[:4])}"
             f"{'...' if len(others) > 4 else ''}", fix, "", [], island=names[k][0], size=len(comp)))
     return out
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
+
+
+def _natural(text: str) -> tuple[object, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def _switches_of(ctx: LintContext, comp: set[tuple[str, str]], role: str | None) -> list[str]:
+    """Switch names of an island with the given role (None: the island's top tier)."""
+    switches = [ctx.devices[n] for kind, n in comp if kind == "sw" and n in ctx.devices]
+    if role is None and switches:
+        top = max(d.tier for d in switches)
+        return sorted((d.name for d in switches if d.tier == top), key=_natural)
+    return sorted((d.name for d in switches if d.role == role), key=_natural)
 
 
 def _gnode(dev: Device, ep: Endpoint) -> tuple[str, str]:
@@ -162,18 +182,11 @@ def _describe_island(ctx: LintContext, comp: set[tuple[str, str]]) -> tuple[str,
     roles = Counter(d.role or "switch" for d in switches)
     label = f"rail {','.join(str(r) for r in rails)}" if rails else (
         min(d.name for d in switches) if switches else min(n for _, n in comp))
-    parts = [f"{n} {r}{'s' if n > 1 else ''}" for r, n in sorted(roles.items())]
+    plural = {"leaf": "leaves", "switch": "switches"}
+    parts = [f"{n} {plural.get(r, r + 's') if n > 1 else r}" for r, n in sorted(roles.items())]
     if hcas:
         parts.append(", ".join(f"{n} x {h}" for h, n in sorted(hcas.items())[:3]) + ("..." if len(hcas) > 3 else ""))
     return label, "; ".join(parts)
-
-
-def _top_switches(ctx: LintContext, comp: set[tuple[str, str]]) -> list[str]:
-    switches = [ctx.devices[n] for kind, n in comp if kind == "sw" and n in ctx.devices]
-    if not switches:
-        return []
-    top = max(d.tier for d in switches)
-    return sorted(d.name for d in switches if d.tier == top)
 
 
 def _wrong_rail(ctx: LintContext, rule: Rule) -> list[Finding]:
@@ -237,7 +250,9 @@ def _asymmetric(ctx: LintContext, rule: Rule) -> list[Finding]:
             groups[(d.tier, d.group)].append(d)
     for (_tier, group), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         counts = Counter(downs[d.name] for d in members)
-        usual, _ = counts.most_common(1)[0]
+        # On a tie (two spines, one short) the fuller count is the design; flag the short ones.
+        best = max(counts.values())
+        usual = max(c for c, n in counts.items() if n == best)
         for d in members:
             if downs[d.name] != usual:
                 out.append(rule.finding(

@@ -194,7 +194,7 @@ def test_ufm_fixture(fixtures):
 
 
 def test_ufm_errors(tmp_path):
-    with pytest.raises(CablingInputError, match="missing systems.json"):
+    with pytest.raises(CablingInputError, match=r"missing systems\.json"):
         load_ufm_dir(tmp_path)
     (tmp_path / "systems.json").write_text("[")
     with pytest.raises(CablingInputError, match="not JSON"):

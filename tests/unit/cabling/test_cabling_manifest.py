@@ -9,7 +9,13 @@ import yaml
 
 from cabling.csvio import export_csv, parse_csv
 from cabling.errors import CablingInputError, ExitCode
-from cabling.manifest import dump_manifest, load_manifest, manifest_schema, parse_manifest, schema_text
+from cabling.manifest import (
+    dump_manifest,
+    load_manifest,
+    manifest_schema,
+    parse_manifest,
+    schema_text,
+)
 from cabling.model import Endpoint, Fabric, normalize_guid, parse_ratio
 from cabling.speeds import normalize_speed, normalize_width, parse_ibnet_rate, speed_from_lane_gbps
 
