@@ -41,6 +41,12 @@ kernerr() {{
 }}
 opt() {{ have "$1" || return 127; "$@"; }}
 pci() {{ have lspci || return 127; $SUDO lspci -vvv -nn -D; }}
+transceivers() {{
+  have mlxlink || return 127
+  for d in /sys/class/infiniband/*; do
+    [ -e "$d" ] || continue; echo "== ${{d##*/}}"; $SUDO mlxlink -d "${{d##*/}}" -m
+  done
+}}
 gpumatmul() {{
   have python3 && python3 -c "import torch" 2>/dev/null || return 127
   CUDA_DEVICE_ORDER=PCI_BUS_ID python3 - <<'PY'
@@ -77,6 +83,8 @@ def collector_script(exp: Expectations, *, deep: bool = False) -> str:
     add("sec nvlink_errors_0 opt nvidia-smi nvlink -e")
     add("sec ibstat opt ibstat")
     add("sec ib_counters_0 ibcounters")
+    if exp.ib_ports and exp.firmware.get("transceiver_firmware"):
+        add("sec transceivers transceivers")
     add("sec lspci pci")
     add("sec kernel_log kernlog")
     add("sec kernel_errors kernerr")

@@ -118,3 +118,46 @@ def counter_deltas(
             if prev is not None and value > prev:
                 rising.setdefault(port, {})[name] = value - prev
     return rising
+
+
+@dataclass
+class Transceiver:
+    """The module (transceiver/AOC) in one HCA port, from ``mlxlink -d DEV -m``."""
+
+    device: str
+    part_number: str | None
+    serial: str | None
+    firmware: str | None
+
+    def label(self) -> str:
+        """How a technician finds it."""
+        return f"transceiver in {self.device} ({self.part_number or '?'} serial {self.serial or '?'})"
+
+
+_MLX_KV = re.compile(r"^(?P<key>[A-Za-z][^:]*?)\s*:\s*(?P<value>.*?)\s*$")
+
+
+def parse_transceivers(text: str) -> list[Transceiver]:
+    """The collector's "== mlx5_N" + ``mlxlink -m`` blocks -> modules that report a part number."""
+    out: list[Transceiver] = []
+    device: str | None = None
+    fields: dict[str, str] = {}
+
+    def flush() -> None:
+        if device and fields.get("Vendor Part Number"):
+            out.append(Transceiver(device, fields.get("Vendor Part Number"),
+                                   fields.get("Vendor Serial Number"), fields.get("FW Version")))
+
+    for line in text.splitlines():
+        if line.startswith("== "):
+            flush()
+            device, fields = line[3:].strip(), {}
+            continue
+        m = _MLX_KV.match(line.strip())
+        if m and device:
+            # Colours/escape codes are absent with a non-tty stdout; N/A means "not reported".
+            value = m.group("value")
+            if value and value != "N/A":
+                fields.setdefault(m.group("key"), value)
+    flush()
+    return out

@@ -13,6 +13,7 @@ from provisioner.health.ib import (
     counter_deltas,
     parse_counters,
     parse_ibstat,
+    parse_transceivers,
 )
 from provisioner.health.model import CheckResult, RemedyKind, Status
 from provisioner.health.nvsmi import NvsmiReport, parse_nvsmi
@@ -228,7 +229,7 @@ def _allowed(expected: Any) -> list[str]:
 
 
 def check_firmware(ctx: Context) -> CheckResult:
-    """GPU VBIOS and HCA firmware match the site's expected manifest."""
+    """GPU VBIOS, HCA and transceiver firmware match the site's expected manifest."""
     cid = "firmware.versions"
     manifest = ctx.expect.firmware
     if not manifest:
@@ -262,7 +263,21 @@ def check_firmware(ctx: Context) -> CheckResult:
             if p.firmware not in _allowed(want):
                 wrong.append(f"{ca} ({p.ca_type}): firmware {p.firmware}, expected {want}")
                 parts.append(f"HCA {ca}")
-    if not found:
+    xcvr = manifest.get("transceiver_firmware")
+    sec = ctx.section("transceivers")
+    if xcvr and ctx.expect.ib_ports:
+        if sec is None or sec.missing:
+            wrong.append("mlxlink (NVIDIA MFT) is not installed: transceiver firmware unknown")
+        else:
+            for t in parse_transceivers(sec.text):
+                want = xcvr.get(t.part_number or "", xcvr.get("default")) if isinstance(xcvr, dict) else xcvr
+                if want is None:
+                    continue
+                found[t.label()] = t.firmware or "?"
+                if t.firmware not in _allowed(want):
+                    wrong.append(f"{t.label()}: firmware {t.firmware}, expected {want}")
+                    parts.append(t.label())
+    if not found and not wrong:
         return result(cid, Status.ERROR, "no firmware version could be read (nvidia-smi/ibstat)",
                       threshold=dict(manifest))
     if wrong:

@@ -52,7 +52,7 @@ def test_host_without_gpus_reports_not_applicable_never_pass():
     assert res["zfs.docker"].status is Status.NOT_APPLICABLE
     assert res["disk.usage"].status is Status.PASS
     assert res["kernel.log"].status is Status.PASS
-    assert set(res) == set(CHECK_IDS) - {"gpu.dcgm_diag"}
+    assert set(res) == set(CHECK_IDS) - {"gpu.dcgm_diag", "gpu.matmul", "gpu.nvlink_bw"}
 
 
 def test_good_h100_host_from_real_and_synthetic_outputs():
@@ -248,3 +248,14 @@ def test_gpudirect_modes(mode):
     assert r["gpu.gpudirect"].status is Status.PASS
     old = run(secs(modules="nvidia 1 0 - Live\n", meta="kernel=5.4.0-200-generic"), exp)
     assert old["gpu.gpudirect"].status is Status.FAIL
+
+
+def test_transceiver_firmware_from_mlxlink():
+    exp = Expectations(gpus=0, ib_ports=2, ib_rate_gbps=400,
+                       firmware={"transceiver_firmware": {"MMA4Z00-NS400": "47.171.0"}})
+    r = run(secs(transceivers=fx("mlxlink-m.two-ports.txt")), exp)["firmware.versions"]
+    assert r.status is Status.FAIL
+    assert r.remedy.part == "transceiver in mlx5_1 (MMA4Z00-NS400 serial MT2301FT00002)"
+    assert len(r.observed) == 2
+    no_tool = run(secs(transceivers=(127, "")), exp)["firmware.versions"]
+    assert no_tool.status is Status.FAIL and "mlxlink" in no_tool.evidence[0]
