@@ -38,7 +38,7 @@ from provisioner.inventory.credentials import resolve_credentials
 from provisioner.secrets import Secret
 
 if TYPE_CHECKING:
-    from provisioner.inventory.model import Host, Site
+    from provisioner.inventory.model import Host, RootDiskHint, Site
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ class MAASBackend(DeployBackend):
             hp.actions = [
                 f"enlist {host.name} with MAC {req.mac}, power redfish at {host.bmc.address}",
                 "commission",
-                "tag " + ", ".join(tags),
+                "tag " + ", ".join(t if t in existing_tags else f"{t} (new tag)" for t in tags),
             ]
             addr = host.addresses.get("provisioning")
             if settings.static_ip and addr is not None:
@@ -285,20 +285,25 @@ class MAASBackend(DeployBackend):
             return hp
         if status == NodeStatus.DEPLOYED and not reimage:
             return hp  # already deployed: nothing to do
+        if status == NodeStatus.DEPLOYING and not reimage:
+            hp.actions.append("wait for the deployment MAAS is running")
+            return hp
         if machine.hostname != host.name:
             hp.actions.append(f"rename {machine.hostname!r} to {host.name!r}")
         if machine.power_type != "redfish":
             hp.actions.append(f"set power type redfish ({host.bmc.address})")
         elif self._power_differs(client, machine, req):
             hp.actions.append(f"update Redfish power parameters ({host.bmc.address})")
-        if status in RELEASABLE and (reimage or status != NodeStatus.DEPLOYING):
+        if status in RELEASABLE:
             erase_text = f" and erase all its disks ({settings.erase_mode})" if erase else ""
             hp.actions.append(f"release{erase_text}")
         if status in _COMMISSION_FROM:
             hp.actions.append("commission")
         missing = [t for t in tags if t not in machine.tag_names]
         if missing:
-            hp.actions.append("tag " + ", ".join(missing))
+            hp.actions.append(
+                "tag " + ", ".join(t if t in existing_tags else f"{t} (new tag)" for t in missing)
+            )
         wanted = self._wanted_address(settings, host, machine)
         if wanted:
             hp.actions.append(f"static address {wanted[0]} on {wanted[1].name}")
@@ -307,10 +312,9 @@ class MAASBackend(DeployBackend):
         hp.actions += [layout, os_text]
         return hp
 
-    def _plan_disk(self, client: MAASClient, machine: Machine, host: Host, hint: object) -> str:
-        from provisioner.inventory.model import RootDiskHint
-
-        assert isinstance(hint, RootDiskHint)
+    def _plan_disk(
+        self, client: MAASClient, machine: Machine, host: Host, hint: RootDiskHint
+    ) -> str:
         if machine.node_status in (NodeStatus.NEW, NodeStatus.COMMISSIONING):
             return f"boot disk matching [{describe_hint(hint)}] (after commissioning)"
         try:

@@ -11,11 +11,12 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT
 from oauthlib.oauth1 import Client as OAuthClient
+from pydantic import BaseModel, ValidationError
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -78,6 +79,23 @@ def api_root(url: str) -> str:
     if base.endswith("/api/2.0"):
         return base + "/"
     return base + "/api/2.0/"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _parse(model: type[M], data: Any, what: str, system_id: str | None = None) -> M:
+    """Validate one MAAS object; a body of another shape is a typed error, not a crash."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        raise MAASError(
+            f"MAAS answered {what} with an unexpected {model.__name__} ({field}: {first['msg']})",
+            system_id=system_id,
+            hint="is settings.maas.url a MAAS 3.x region? (expected API 2.0 JSON)",
+        ) from None
 
 
 class MAASClient:
@@ -280,12 +298,12 @@ class MAASClient:
         params = [("mac_address", m.lower()) for m in mac_addresses]
         params += [("hostname", h) for h in hostnames]
         data = self._get("machines/", params=params)
-        return [Machine.model_validate(m) for m in data or []]
+        return [_parse(Machine, m, "GET machines/") for m in data or []]
 
     def machine(self, system_id: str) -> Machine:
         """One machine by system_id."""
         data = self._get(f"machines/{system_id}/", system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, f"GET machines/{system_id}/", system_id)
 
     def create_machine(
         self,
@@ -310,13 +328,13 @@ class MAASClient:
             form["domain"] = domain
         for key, value in power_parameters.items():
             form[f"power_parameters_{key}"] = value
-        return Machine.model_validate(self._post("machines/", form=form))
+        return _parse(Machine, self._post("machines/", form=form), "POST machines/")
 
     def update_machine(self, system_id: str, fields: Form) -> Machine:
         """``PUT /machines/{system_id}/``: hostname, power_type, power_parameters_*, ..."""
         data = self._send("PUT", f"machines/{system_id}/", op=None, form=fields,
                           system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, "a machine action", system_id)
 
     def power_parameters(self, system_id: str) -> dict[str, Any]:
         """``GET ?op=power_parameters``; the password comes back wrapped in a Secret."""
@@ -335,7 +353,7 @@ class MAASClient:
             form["testing_scripts"] = testing_scripts
         data = self._post(f"machines/{system_id}/", op="commission", form=form,
                           system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, "a machine action", system_id)
 
     def deploy(
         self,
@@ -357,7 +375,7 @@ class MAASClient:
         if user_data_b64:
             form["user_data"] = user_data_b64
         data = self._post(f"machines/{system_id}/", op="deploy", form=form, system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, "a machine action", system_id)
 
     def release(
         self,
@@ -376,7 +394,7 @@ class MAASClient:
         if comment:
             form["comment"] = comment
         data = self._post(f"machines/{system_id}/", op="release", form=form, system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, "a machine action", system_id)
 
     def set_storage_layout(
         self, system_id: str, *, layout: str, root_device: int | None = None,
@@ -392,20 +410,20 @@ class MAASClient:
             form["root_size"] = root_size
         data = self._post(f"machines/{system_id}/", op="set_storage_layout", form=form,
                           system_id=system_id)
-        return Machine.model_validate(data)
+        return _parse(Machine, data, "a machine action", system_id)
 
     def events(self, system_id: str, *, limit: int = 5) -> list[Event]:
         """The machine's latest events, newest first (``GET /events/?op=query``)."""
         data = self._get("events/", op="query", system_id=system_id,
                          params=[("id", system_id), ("limit", str(limit))])
-        return [Event.model_validate(e) for e in (data or {}).get("events", [])]
+        return [_parse(Event, e, "GET events/", system_id) for e in (data or {}).get("events", [])]
 
     # -- storage ------------------------------------------------------------------------
 
     def block_devices(self, system_id: str) -> list[BlockDevice]:
         """``GET /nodes/{system_id}/blockdevices/``."""
         data = self._get(f"nodes/{system_id}/blockdevices/", system_id=system_id)
-        return [BlockDevice.model_validate(d) for d in data or []]
+        return [_parse(BlockDevice, d, "GET blockdevices/", system_id) for d in data or []]
 
     def set_boot_disk(self, system_id: str, device_id: int) -> None:
         """``POST /nodes/{system_id}/blockdevices/{id}/?op=set_boot_disk``."""
@@ -416,13 +434,13 @@ class MAASClient:
 
     def subnets(self) -> list[Subnet]:
         """``GET /subnets/``."""
-        return [Subnet.model_validate(s) for s in self._get("subnets/") or []]
+        return [_parse(Subnet, s, "GET subnets/") for s in self._get("subnets/") or []]
 
     def unlink_subnet(self, system_id: str, interface_id: int, link_id: int) -> Interface:
         """``POST /nodes/{system_id}/interfaces/{id}/?op=unlink_subnet``."""
         data = self._post(f"nodes/{system_id}/interfaces/{interface_id}/", op="unlink_subnet",
                           form={"id": link_id}, system_id=system_id)
-        return Interface.model_validate(data)
+        return _parse(Interface, data, "an interface action", system_id)
 
     def link_subnet(
         self, system_id: str, interface_id: int, *, subnet_id: int, mode: str = "STATIC",
@@ -434,7 +452,7 @@ class MAASClient:
             form["ip_address"] = ip_address
         data = self._post(f"nodes/{system_id}/interfaces/{interface_id}/", op="link_subnet",
                           form=form, system_id=system_id)
-        return Interface.model_validate(data)
+        return _parse(Interface, data, "an interface action", system_id)
 
     # -- tags ---------------------------------------------------------------------------
 

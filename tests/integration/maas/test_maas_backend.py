@@ -30,7 +30,9 @@ class Progress:
         return [p for h, p, _ in self.lines if h == host]
 
 
-def run_all(backend: MAASBackend, site: Site, reqs: list[DeployRequest]) -> dict[str, DeployOutcome]:
+def run_all(
+    backend: MAASBackend, site: Site, reqs: list[DeployRequest]
+) -> dict[str, DeployOutcome]:
     backend.prepare(site, reqs)
     progress = Progress()
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -167,3 +167,11 @@ def test_client_is_usable_from_threads(client: MAASClient, maas_server):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_body_of_another_shape_is_a_typed_error(client: MAASClient, maas_server):
+    from provisioner.deploy.maas.errors import MAASError
+
+    maas_server._h_machines = lambda request: [{"hostname": "not-a-machine"}]  # type: ignore
+    with pytest.raises(MAASError, match=r"unexpected Machine \(system_id: Field required\)"):
+        client.machines()

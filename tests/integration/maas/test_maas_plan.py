@@ -37,7 +37,7 @@ def test_dry_run_shows_what_would_change_and_changes_nothing(
     assert u05.maas_status == "Ready"
     assert "rename 'bold-moth' to 'gpu-m01-u05'" in u05.actions
     assert "set power type redfish (10.21.0.105)" in u05.actions
-    assert "tag profile-hgx-h100, rack-m01" in u05.actions
+    assert "tag profile-hgx-h100, rack-m01 (new tag)" in u05.actions
     assert any(a.startswith("boot disk sda (") and "DELLBOSS VD" in a for a in u05.actions)
     assert "commission" not in u05.actions
 
@@ -89,3 +89,12 @@ def test_dry_run_notices_stale_redfish_password(maas_server: MAASContractServer,
     actions = plan.host("gpu-m01-u07").actions
     assert "update Redfish power parameters (10.21.0.107)" in actions
     assert BMC_PASSWORD not in plan.render() and "old" not in plan.render()
+
+
+def test_dry_run_while_maas_deploys_only_waits(maas_server: MAASContractServer, maas_site: Site):
+    from maas_contract_server import DEPLOYING
+
+    maas_server.add_machine("gpu-m01-u07", ["b8:3f:d2:10:00:07"], status=DEPLOYING,
+                            owner="admin", power=POWER)
+    plan = MAASBackend().plan(maas_site, requests_for(maas_site, ["gpu-m01-u07"]))
+    assert plan.host("gpu-m01-u07").actions == ["wait for the deployment MAAS is running"]
