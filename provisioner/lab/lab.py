@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -281,7 +282,8 @@ def _libvirt_has_leftovers(plan: LabPlan) -> bool:
 
 def _processes_using(path: Path) -> list[int]:
     """Pids whose command line mentions ``path`` (BMCs or captures left outside the netns)."""
-    needle = str(path).encode()
+    # The trailing slash keeps lab "plab" from matching lab "plabit"'s files.
+    needle = (str(path).rstrip("/") + "/").encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -324,9 +326,7 @@ def down(plan: LabPlan | None = None) -> DownReport:
         os.kill(pid, signal.SIGKILL)
         report.killed_pids.append(pid)
     report.files = [str(p) for p in sitegen.remove_site(plan)]
-    if plan.state_dir.exists():
-        shutil.rmtree(plan.state_dir)
-        report.files.append(str(plan.state_dir))
+    report.files += _remove_state_dir(plan)
     # Only the lab whose VMs just went stops the daemons a lab started, and only when no VM
     # at all is left: someone else's domains keep libvirtd running.
     if libvirt_up and (report.domains or report.pool) and daemons.started_by_lab():
@@ -336,6 +336,34 @@ def down(plan: LabPlan | None = None) -> DownReport:
             report.daemons = daemons.stop_lab_daemons()
     _remove_state_root_if_empty()
     return report
+
+
+_STATE_ENTRY = re.compile(
+    r"^(manifest\.(json|tmp)|disks|pki|ssh|deploy|bmc-\d\d(\.password)?|lab-host\d\d)$"
+)
+
+
+def _remove_state_dir(plan: LabPlan) -> list[str]:
+    """Delete what the lab put in its state dir, and the dir if that empties it.
+
+    Only the lab's own entries go: $PROVISIONER_LAB_STATE_DIR may point somewhere that holds
+    other files too, and those are never the lab's to delete.
+    """
+    if not plan.state_dir.is_dir():
+        return []
+    removed = []
+    for entry in sorted(plan.state_dir.iterdir()):
+        if not _STATE_ENTRY.match(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(str(entry))
+    if not any(plan.state_dir.iterdir()):
+        plan.state_dir.rmdir()
+        removed.append(str(plan.state_dir))
+    return removed
 
 
 def _remove_state_root_if_empty() -> None:

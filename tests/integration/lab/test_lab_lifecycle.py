@@ -22,6 +22,7 @@ from provisioner.inventory.credentials import resolve_credentials
 from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns, netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import LabPlan
+from provisioner.state import StateStore
 
 pytestmark = pytest.mark.lab
 
@@ -50,6 +51,7 @@ def lab(tmp_path_factory):
     mp.setenv("PROVISIONER_LAB_SLOT", SLOT)
     mp.setenv("PROVISIONER_INVENTORY", str(inventory))
     mp.delenv("PROVISIONER_LAB_STATE_DIR", raising=False)
+    mp.setenv("PROVISIONER_STATE_DIR", str(tmp_path_factory.mktemp("lab-node-state")))
     runner.invoke(app, ["lab", "down"])  # a previous run killed half-way
     res = runner.invoke(app, ["lab", "up", "--hosts", "2", "--disks", "3", "--memory", "512"])
     assert res.exit_code == 0, res.output
@@ -124,6 +126,28 @@ def test_each_bmc_answers_redfish_over_tls_with_its_own_credentials(lab):
     assert wrong.status_code == 401  # host 2's password does not open host 1's BMC
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(f"{base1}/redfish/v1/", timeout=10)  # not trusted without the lab CA
+
+
+def test_discover_sees_both_hosts_with_their_macs_and_disks(lab):
+    res = runner.invoke(app, ["discover", "--site", "lab"])
+    assert res.exit_code == 0, res.output
+    store = StateStore.for_site(load_site("lab"))
+    for index in (1, 2):
+        want = lab.host(index)
+        facts = store.get(want.name).facts
+        assert facts["provisioning_mac"] == want.provisioning_mac
+        assert [d["serial"] for d in facts["drives"]] == list(want.disk_serials)
+
+
+def test_a_second_lab_on_the_same_addresses_is_refused(lab, monkeypatch):
+    monkeypatch.setenv("PROVISIONER_LAB_NETNS", "plabclash")
+    monkeypatch.setenv("PROVISIONER_LAB_STATE_DIR", f"{lab.state_dir}-clash")
+    res = runner.invoke(app, ["lab", "up", "--hosts", "1"])
+    assert res.exit_code == 5
+    assert "already routed via plabit-h" in res.output
+    assert not netns_exists("plabclash")
+    res = runner.invoke(app, ["lab", "down"])
+    assert res.exit_code == 0 and "nothing to remove" in res.output
 
 
 def _root_links() -> set[str]:

@@ -110,3 +110,21 @@ def test_lab_up_refuses_to_shrink_or_rebuild_a_running_lab(lab_env, asked, flag)
     with pytest.raises(InputError) as err:
         resolve_plan(**asked)
     assert flag in str(err.value) and "provision lab down" in str(err.value)
+
+
+def test_down_removes_only_the_labs_own_files_from_a_shared_state_dir(lab_env):
+    from provisioner.lab.lab import _remove_state_dir
+
+    plan = LabPlan.from_env()
+    for name in ("disks", "pki", "bmc-01", "lab-host01"):
+        (plan.state_dir / name).mkdir(parents=True)
+        (plan.state_dir / name / "f").write_text("x")
+    for name in ("manifest.json", "bmc-01.password", "notes.txt"):
+        (plan.state_dir / name).write_text("x")
+    removed = _remove_state_dir(plan)
+    assert sorted(p.name for p in plan.state_dir.iterdir()) == ["notes.txt"]
+    assert len(removed) == 6
+    (plan.state_dir / "notes.txt").unlink()
+    (plan.state_dir / "ssh").mkdir()
+    assert _remove_state_dir(plan)[-1] == str(plan.state_dir)
+    assert not plan.state_dir.exists()
