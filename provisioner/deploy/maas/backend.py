@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+NVIDIA_PCI_VENDOR = "10de"
 _TAG_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 
 # States from which the backend starts a commissioning itself.
@@ -418,6 +419,7 @@ class MAASBackend(DeployBackend):
     ) -> None:
         host = request.host
         sid = machine.system_id
+        self._check_gpus(client, settings, host, sid, progress)
         tags = self._host_tags(host, settings)
         self._ensure_tags(client, tags)
         for t in tags:
@@ -433,6 +435,34 @@ class MAASBackend(DeployBackend):
                 client.set_boot_disk(sid, dev.id)
             progress(host.name, "storage", f"root disk {dev.describe()}")
         client.set_storage_layout(sid, layout=settings.storage_layout, root_device=root_id)
+
+    def _check_gpus(
+        self,
+        client: MAASClient,
+        settings: MAASSettings,
+        host: Host,
+        system_id: str,
+        progress: ProgressFn,
+    ) -> None:
+        """Fail a host whose commissioning found fewer NVIDIA GPUs than its profile has."""
+        expected = host.profile.gpus
+        if not settings.check_gpus or expected <= 0:
+            return
+        # MAAS counts every PCI display controller as a GPU, the BMC's VGA included.
+        gpus = [
+            d for d in client.node_devices(system_id, hardware_type="gpu")
+            if d.vendor_id.lower() == NVIDIA_PCI_VENDOR
+        ]
+        if len(gpus) != expected:
+            seen = ", ".join(sorted(d.pci_address or "?" for d in gpus)) or "none"
+            raise MAASError(
+                f"{host.name}: MAAS commissioning of {system_id} found {len(gpus)} NVIDIA GPU(s), "
+                f"profile {host.profile.name} has {expected} (PCI addresses: {seen})",
+                system_id=system_id,
+                hint="reseat or replace the missing GPU and run again, or put the host in "
+                "maintenance (`provision maintenance`)",
+            )
+        progress(host.name, "commission", f"{len(gpus)} NVIDIA GPUs: {gpus[0].product_name}")
 
     def _wanted_address(
         self, settings: MAASSettings, host: Host, machine: Machine

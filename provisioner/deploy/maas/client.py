@@ -33,7 +33,14 @@ from provisioner.deploy.maas.errors import (
     MAASUnavailable,
     MAASValidationError,
 )
-from provisioner.deploy.maas.models import BlockDevice, Event, Interface, Machine, Subnet
+from provisioner.deploy.maas.models import (
+    BlockDevice,
+    Event,
+    Interface,
+    Machine,
+    NodeDevice,
+    Subnet,
+)
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
@@ -424,6 +431,12 @@ class MAASClient:
         """``GET /nodes/{system_id}/blockdevices/``."""
         data = self._get(f"nodes/{system_id}/blockdevices/", system_id=system_id)
         return [_parse(BlockDevice, d, "GET blockdevices/", system_id) for d in data or []]
+
+    def node_devices(self, system_id: str, *, hardware_type: str | None = None) -> list[NodeDevice]:
+        """``GET /nodes/{system_id}/devices/`` (PCI/USB devices found by commissioning)."""
+        params = [("hardware_type", hardware_type)] if hardware_type else []
+        data = self._get(f"nodes/{system_id}/devices/", params=params, system_id=system_id)
+        return [_parse(NodeDevice, d, "GET devices/", system_id) for d in data or []]
 
     def set_boot_disk(self, system_id: str, device_id: int) -> None:
         """``POST /nodes/{system_id}/blockdevices/{id}/?op=set_boot_disk``."""

@@ -122,3 +122,16 @@ class Event(_MAASObject):
         """``<created> <LEVEL> <type>: <description>``."""
         text = f"{self.created} {self.level} {self.type}"
         return f"{text}: {self.description}" if self.description else text
+
+
+class NodeDevice(_MAASObject):
+    """A PCI/USB device MAAS found while commissioning (``/nodes/{id}/devices/`` entries)."""
+
+    id: int
+    hardware_type_name: str = ""
+    vendor_id: str = ""
+    product_id: str = ""
+    vendor_name: str = ""
+    product_name: str = ""
+    pci_address: str | None = None
+    numa_node: int | None = None

@@ -36,6 +36,9 @@ class MAASSettings(BaseModel):
     # Pin the inventory's planned provisioning address as a static IP on the boot interface,
     # so that MAAS's DNS, the address plan and the workflow's SSH wait agree.
     static_ip: bool = True
+    # After commissioning, compare the NVIDIA GPUs MAAS found with the profile's `gpus` and
+    # fail the host before deploying it when some are missing (fallen off the bus, unseated).
+    check_gpus: bool = True
     poll_interval_s: float = Field(default=10.0, gt=0)
     commission_timeout_s: float = Field(default=1800.0, gt=0)
     deploy_timeout_s: float | None = Field(default=None, gt=0)  # default: the site's deploy timeout

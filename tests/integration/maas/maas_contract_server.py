@@ -119,6 +119,7 @@ class MAASContractServer:
         self.fail_commission: set[str] = set()  # host names
         self.fail_deploy: set[str] = set()
         self.hardware: dict[str, list[dict[str, Any]]] = {}  # MAC -> block devices
+        self.gpus_missing: dict[str, int] = {}  # host name -> GPUs commissioning will not see
         self.machines: dict[str, MachineState] = {}
         self.tags: dict[str, dict[str, Any]] = {t["name"]: t for t in _load("tags.json")}
         self.tag_members: dict[str, set[str]] = {}
@@ -128,6 +129,7 @@ class MAASContractServer:
         self._lock = threading.RLock()
         self._template = _load("machine.json")
         self._disks = _load("blockdevices.json")
+        self._devices = _load("devices-gpu.json")
         self._next_disk_id = 100
         self._next_link_id = 5000
         self.subnets: list[dict[str, Any]] = _load("subnets.json")
@@ -140,6 +142,7 @@ class MAASContractServer:
                 Rule("/MAAS/api/2.0/nodes/<system_id>/blockdevices/", endpoint="blockdevices"),
                 Rule("/MAAS/api/2.0/nodes/<system_id>/blockdevices/<int:device_id>/",
                      endpoint="blockdevice"),
+                Rule("/MAAS/api/2.0/nodes/<system_id>/devices/", endpoint="devices"),
                 Rule("/MAAS/api/2.0/nodes/<system_id>/interfaces/<int:interface_id>/",
                      endpoint="interface"),
                 Rule("/MAAS/api/2.0/subnets/", endpoint="subnets"),
@@ -520,6 +523,25 @@ class MAASContractServer:
         if request.method != "GET":
             raise self._unrecognised(request)
         return m.disks
+
+    def _h_devices(self, request: Request, system_id: str) -> Any:
+        m = self._machine(system_id)
+        if request.method != "GET" or self._op(request) is not None:
+            raise self._unrecognised(request)
+        if not m.disks:  # nothing is known before commissioning
+            return []
+        devices = copy.deepcopy(self._devices)
+        missing = self.gpus_missing.get(m.record["hostname"], 0)
+        if missing:
+            devices = devices[missing:]  # the first NVIDIA GPUs fell off the bus
+        kind = request.args.get("hardware_type")
+        if kind is not None:
+            if kind.lower() not in ("node", "cpu", "memory", "storage", "network", "gpu"):
+                raise HTTPError(400, {"hardware_type": [f"Unknown hardware type {kind!r}"]})
+            devices = [d for d in devices if d["hardware_type_name"].lower() == kind.lower()]
+        for d in devices:
+            d["system_id"] = system_id
+        return devices
 
     def _h_blockdevice(self, request: Request, system_id: str, device_id: int) -> Any:
         m = self._machine(system_id)

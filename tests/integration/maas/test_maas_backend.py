@@ -346,3 +346,19 @@ def test_maas_events_of_a_failed_machine_are_passed_on(
         "information)."
     )
     assert any(" INFO Deploying" in e for e in events)
+
+
+def test_missing_gpu_after_commissioning_fails_the_host_before_deploy(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    maas_server.gpus_missing["gpu-m01-u05"] = 1
+    reqs = requests_for(maas_site, ["gpu-m01-u03", "gpu-m01-u05"])
+    outcomes = run_all(MAASBackend(), maas_site, reqs)
+    assert outcomes["gpu-m01-u03"].ok
+    bad = outcomes["gpu-m01-u05"]
+    sid = maas_server.by_hostname("gpu-m01-u05").record["system_id"]
+    assert f"MAAS commissioning of {sid} found 7 NVIDIA GPU(s), profile hgx-h100 has 8" in (
+        bad.reason
+    )
+    assert "0000:18:00.0" not in bad.reason and "0000:db:00.0" in bad.reason
+    assert maas_server.actions_for("gpu-m01-u05", "deploy") == []
