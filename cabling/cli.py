@@ -17,7 +17,7 @@ from cabling.asbuilt import as_built, fabric_json
 from cabling.csvio import export_csv
 from cabling.diff import validate as run_validate
 from cabling.discovery.nodemap import format_node_name_map
-from cabling.errors import CablingError, ExitCode
+from cabling.errors import CablingError, CablingInputError, ExitCode
 from cabling.findings import Report
 from cabling.manifest import dump_manifest, schema_text
 from cabling.model import Manifest
@@ -324,7 +324,7 @@ def simulate(
     try:
         sim = inject_faults(m, faults, seed) if faults else build_clean(m)
     except ValueError as exc:
-        raise CablingError(f"cannot inject {faults} faults of each kind: {exc}") from None
+        raise CablingInputError(f"cannot inject {faults} faults of each kind: {exc}") from None
     output.write_text(render_ibnetdiscover(m, sim), encoding="utf-8")
     if down_output is not None:
         down_output.write_text(render_iblinkinfo_down(m, sim), encoding="utf-8")

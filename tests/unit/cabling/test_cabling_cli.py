@@ -1,0 +1,158 @@
+"""``provision cabling ...`` end to end, in-process, with the exit codes CI relies on."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from provisioner.cli.main import app
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, ["cabling", *args])
+
+
+@pytest.fixture
+def small(fixtures):
+    return str(fixtures / "small-fabric.yaml")
+
+
+def test_plan_lint_simulate_validate_roundtrip(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    r = run("plan", "--hosts", "60", "--radix", "16", "--tiers", "3", "-o", str(plan))
+    assert r.exit_code == 0, r.output
+    assert "3-tier plan" in r.output
+    assert run("lint", str(plan)).exit_code == 0
+    fab, down = tmp_path / "fab.txt", tmp_path / "down.txt"
+    r = run("simulate", str(plan), "-o", str(fab))
+    assert r.exit_code == 0 and "0 injected fault(s)" in r.output
+    assert run("validate", "-m", str(plan), "--ibnetdiscover", str(fab)).exit_code == 0
+    r = run("simulate", str(plan), "-o", str(fab), "--faults-per-kind", "2", "--iblinkinfo-output", str(down))
+    assert r.exit_code == 0 and "14 injected fault(s)" in r.output
+    svg = tmp_path / "v.svg"
+    r = run("validate", "-m", str(plan), "--ibnetdiscover", str(fab), "--iblinkinfo", str(down),
+            "--format", "json", "--svg", str(svg))
+    assert r.exit_code == 3
+    data = json.loads(r.stdout[: r.stdout.rindex("}") + 1])
+    assert data["by_kind"]["swapped"] == 2 and data["by_kind"]["moved"] == 2
+    ET.parse(svg)
+
+
+def test_plan_to_stdout_and_csv(tmp_path):
+    r = run("plan", "--hosts", "4", "--hcas", "2", "--radix", "8")
+    assert r.exit_code == 0 and yaml.safe_load(r.stdout.split("2-tier plan")[0])["fabric"]["tiers"] == 2
+    csv = tmp_path / "p.csv"
+    assert run("plan", "--hosts", "4", "--hcas", "2", "--radix", "8", "-o", str(csv)).exit_code == 0
+    assert csv.read_text().startswith("cable,a_device")
+    r = run("plan", "--hosts", "511", "--tiers", "2")
+    assert r.exit_code == 2 and "use --tiers 3" in r.output
+
+
+def test_lint_formats_and_exit_codes(tmp_path, small, small_data):
+    r = run("lint", small, "--format", "junit")
+    assert r.exit_code == 0 and ET.fromstring(r.stdout).get("failures") == "0"
+    small_data["links"] = [lk for lk in small_data["links"] if lk["a"] != "l0:6"]  # breaks 2:1 blocking
+    warn = tmp_path / "warn.yaml"
+    warn.write_text(yaml.safe_dump(small_data))
+    assert run("lint", str(warn)).exit_code == 0  # a warning alone passes...
+    r = run("lint", str(warn), "--strict", "--format", "json", "-o", str(tmp_path / "r.json"))
+    assert r.exit_code == 3  # ...unless --strict
+    assert json.loads((tmp_path / "r.json").read_text())["by_kind"] == {"CAB008": 1, "CAB009": 1}
+    small_data["links"].append({"a": "l0:7", "b": "l0:8"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(small_data))
+    r = run("lint", str(bad), "-o", str(tmp_path / "r.txt"), "--svg", str(tmp_path / "p.html"))
+    assert r.exit_code == 3 and "CAB005" in (tmp_path / "r.txt").read_text()
+    assert "<svg" in (tmp_path / "p.html").read_text()
+    assert run("lint", str(bad), "--skip", "CAB005").exit_code == 0
+    r = run("lint", str(tmp_path / "missing.yaml"))
+    assert r.exit_code == 2 and "manifest not found" in r.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("devices:\n  - name: a\n    kind: router\n")
+    r = run("lint", str(broken))
+    assert r.exit_code == 2 and "broken.yaml:3" in r.output
+
+
+def test_rules_lists_catalogue():
+    r = run("rules")
+    assert r.exit_code == 0 and re.search(r"CAB006\s+error\s+fabric-islands", r.stdout)
+
+
+def test_validate_sources_and_errors(tmp_path, fixtures, small):
+    r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), "--format", "junit")
+    assert r.exit_code == 3 and "swap the cables in l1 ports 3 and 4" in r.stdout
+    r = run("validate", "-m", small, "--ufm-dir", str(fixtures / "ufm"), "--limit", "0")
+    assert r.exit_code == 3 and "fix: reseat or replace the cable between h4 mlx5_1 and l1 port 4" in r.stdout
+    r = run("validate", "-m", small)
+    assert r.exit_code == 2 and "no discovery source given" in r.output
+    r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"),
+            "--ibstat", str(tmp_path / "none"))
+    assert r.exit_code == 2 and "ibstat folder not found" in r.output
+    r = run("validate", "-m", small, "-m", small, "--lldp", str(fixtures / "lldp"))
+    assert r.exit_code == 2 and "only UFM NDT files can be combined" in r.output
+    r = run("validate", "-m", str(fixtures / "roce-plan.yaml"), "--lldp", str(fixtures / "lldp"),
+            "--node-name-map", str(tmp_path / "nnm"))
+    assert r.exit_code == 2 and "cannot read node-name-map" in r.output
+
+
+def test_import_as_built_and_json(tmp_path, fixtures):
+    out = tmp_path / "asbuilt.yaml"
+    r = run("import", "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), "-o", str(out))
+    assert r.exit_code == 0 and "as-built:" in r.output
+    data = yaml.safe_load(out.read_text())
+    names = {d["name"]: d for d in data["devices"]}
+    assert names["l0"]["kind"] == "switch" and names["l0"]["guid"] == "0002c90300000a01"
+    assert names["h1"]["hca_guids"] == {"mlx5_0": "946dae0300000101"}
+    # The as-built validates cleanly against the fabric it came from.
+    r = run("validate", "-m", str(out), "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"))
+    assert r.exit_code == 3 and "degraded" not in r.stdout and "missing" not in r.stdout
+    r = run("import", "--ufm-dir", str(fixtures / "ufm"), "--json")
+    parsed = json.loads(r.stdout)
+    assert r.exit_code == 0 and len(parsed["links"]) == 11 and parsed["down_ports"][0]["state"] == "Polling"
+    csv = tmp_path / "asbuilt.csv"
+    assert run("import", "--lldp", str(fixtures / "lldp"), "-o", str(csv)).exit_code == 0
+    assert "gpu002,eth2" in csv.read_text()
+
+
+def test_name_switches(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    assert run("plan", "--hosts", "8", "--hcas", "2", "--radix", "8", "-o", str(plan)).exit_code == 0
+    fab = tmp_path / "fab.txt"
+    assert run("simulate", str(plan), "-o", str(fab)).exit_code == 0
+    fab.write_text(re.sub(r'"MF0;[^"]+"', '"Quantum Mellanox Technologies"', fab.read_text()))
+    nnm = tmp_path / "names.map"
+    r = run("name-switches", "-m", str(plan), "--ibnetdiscover", str(fab), "-o", str(nnm))
+    assert r.exit_code == 0 and "0 ambiguous, 0 unmatched" in r.output
+    assert re.search(r'0x[0-9a-f]{16} "r00\d-l1"', nnm.read_text())
+    r = run("validate", "-m", str(plan), "--ibnetdiscover", str(fab), "--node-name-map", str(nnm))
+    assert r.exit_code == 0
+    fab.write_text(re.sub(r'"gpu\d+ mlx5_\d"', '"MT4129 ConnectX7 Mellanox Technologies"', fab.read_text()))
+    r = run("name-switches", "-m", str(plan), "--ibnetdiscover", str(fab))
+    assert r.exit_code == 3 and "unmatched" in r.output
+
+
+def test_convert_and_schema(tmp_path, small, repo_root):
+    csv = tmp_path / "c.csv"
+    assert run("convert", small, "-o", str(csv)).exit_code == 0
+    back = tmp_path / "back.json"
+    assert run("convert", str(csv), "-o", str(back)).exit_code == 0
+    assert len(json.loads(back.read_text())["links"]) == 12
+    r = run("convert", str(back))
+    assert r.exit_code == 0 and "links:" in r.stdout
+    r = run("schema")
+    assert r.exit_code == 0 and r.stdout == (repo_root / "docs" / "cabling-manifest.schema.json").read_text()
+
+
+def test_draw_and_simulate_errors(tmp_path, small):
+    out = tmp_path / "f.svg"
+    assert run("draw", small, "-o", str(out)).exit_code == 0
+    ET.parse(out)
+    r = run("simulate", small, "-o", str(tmp_path / "x.txt"), "--faults-per-kind", "5")
+    assert r.exit_code == 2 and "cannot inject 5 faults of each kind" in r.output
