@@ -16,8 +16,8 @@ from provisioner.health.bisect import bisect as run_bisect
 from provisioner.health.bisect import parse_groups, shell_runner
 from provisioner.health.errors import HealthInputError
 from provisioner.health.junit import render_junit, write_atomic
-from provisioner.health.model import HostReport, Status, Verdict
-from provisioner.health.service import golden_hosts, latest_report, run_site_health
+from provisioner.health.model import HostReport, RemedyKind, Status, Verdict
+from provisioner.health.service import golden_hosts, latest_report, remedy_of, run_site_health
 from provisioner.health.ticket import render_text, work_order
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
@@ -103,6 +103,9 @@ def hosts_cmd(
     site: str | None = SiteOption,
     golden: bool = typer.Option(False, "--golden", help="Only hosts whose last health run was golden."),
     failed: bool = typer.Option(False, "--failed", help="Only hosts in state failed."),
+    remedy: RemedyKind | None = typer.Option(
+        None, "--remedy", help="Only hosts whose last health run asks for this remedy."),
+    names_only: bool = typer.Option(False, "--names", help="Print host names only, one a line."),
     as_json: bool = JsonOption,
 ) -> None:
     """List hosts with their state and last health verdict (--golden: only the fit ones)."""
@@ -119,6 +122,8 @@ def hosts_cmd(
             continue
         if failed and rec.state is not NodeState.FAILED:
             continue
+        if remedy is not None and remedy_of(rec.facts) is not remedy:
+            continue
         h = rec.facts.get("health", {})
         rows.append({"host": name, "state": rec.state.value, "verdict": h.get("verdict"),
                      "clean_streak": h.get("clean_streak"), "remedy": (h.get("remedy") or {}).get("kind"),
@@ -126,7 +131,7 @@ def hosts_cmd(
     if as_json:
         print_json(rows)
         return
-    if golden and not as_json:
+    if (golden or names_only) and not as_json:
         for row in rows:
             typer.echo(row["host"])
         return

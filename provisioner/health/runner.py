@@ -35,12 +35,23 @@ class HostPlan:
 
 def _unreachable(plan: HostPlan, stderr: str, timed_out: bool) -> CheckResult:
     why = "timed out" if timed_out else (stderr.strip().splitlines() or ["ssh failed"])[-1]
+    evidence = stderr.strip().splitlines()[-5:]
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or "Host key verification failed" in stderr:
+        # Usually a re-imaged host with a new host key: a person must accept it, since a
+        # changed key is also what a hijacked address looks like.
+        known = plan.target.known_hosts or "~/.ssh/known_hosts"
+        return result(
+            "host.reachable", Status.ERROR, f"the SSH host key of {plan.target.address} changed",
+            detail=f"if {plan.target.name} was re-imaged: ssh-keygen -f {known} -R "
+            f"'[{plan.target.address}]:{plan.target.port}' (or -R {plan.target.address} on port 22)",
+            evidence=evidence,
+        )
     return result(
         "host.reachable", Status.FAIL,
         f"cannot run checks over SSH on {plan.target.address}:{plan.target.port}: {why}",
         remedy=RemedyKind.REBOOT,
         detail="power-cycle through the BMC; check the key and ssh_user if it boots",
-        evidence=stderr.strip().splitlines()[-5:],
+        evidence=evidence,
     )
 
 
@@ -98,7 +109,7 @@ def publish_textfiles(
 
     def one(plan: HostPlan) -> tuple[str, str | None]:
         rep = by_name[plan.target.name]
-        if any(r.id == "host.reachable" and r.status is Status.FAIL for r in rep.results):
+        if any(r.id == "host.reachable" and r.status is not Status.PASS for r in rep.results):
             return plan.target.name, "unreachable"
         res = client.run(plan.target, install_command(directory), stdin=render_textfile(rep, now))
         if res.rc != 0:

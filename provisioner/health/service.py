@@ -10,7 +10,7 @@ from typing import Any
 
 from provisioner.exceptions import IllegalTransition
 from provisioner.health.config import Expectations, HealthSettings
-from provisioner.health.model import HostReport, Status, Verdict, judge
+from provisioner.health.model import HostReport, RemedyKind, Status, Verdict, judge
 from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
 from provisioner.health.ssh import SshClient, SshTarget
 from provisioner.inventory import Host, Site
@@ -186,3 +186,17 @@ def golden_hosts(store: StateStore, names: list[str]) -> list[tuple[str, HostRep
         if rep is not None and rep.verdict is Verdict.GOLDEN:
             out.append((name, rep))
     return out
+
+
+def remedy_of(facts: dict[str, Any]) -> RemedyKind | None:
+    """The remedy the host's last health run asked for (None if it never had one)."""
+    kind = ((facts.get("health") or {}).get("remedy") or {}).get("kind")
+    return RemedyKind(kind) if kind else None
+
+
+def failed_hosts_for(store: StateStore, kind: RemedyKind) -> list[str]:
+    """Failed hosts whose last health verdict asks for ``kind`` (e.g. the ones a re-image fixes;
+    a host failed with a repair remedy needs a technician, not a new OS)."""
+    return [r.name for r in store.all()
+            if r.state is NodeState.FAILED and r.reason.startswith(REASON_PREFIX)
+            and remedy_of(r.facts) is kind]

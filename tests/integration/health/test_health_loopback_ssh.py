@@ -217,6 +217,8 @@ def test_gpu_host_without_driver_fails_with_remedy_state_and_ticket(env: dict[st
     assert res.exit_code == ExitCode.BAD_INPUT and "nothing to repair" in res.output
     res = runner.invoke(app, ["hosts", "--site", site, "--failed", "--json"])
     assert {r["host"] for r in json.loads(res.stdout)} == {"node02", "node03"}
+    res = runner.invoke(app, ["hosts", "--site", site, "--failed", "--remedy", "reboot", "--names"])
+    assert res.exit_code == 0 and res.stdout.split() == ["node03"]
 
 
 def test_deep_run_on_a_gpu_less_host_marks_deep_checks_not_applicable(env: dict[str, Path]) -> None:
@@ -226,3 +228,20 @@ def test_deep_run_on_a_gpu_less_host_marks_deep_checks_not_applicable(env: dict[
     checks = {c["id"]: c for c in _docs(res.stdout)["node01"]["checks"]}
     for cid in ("gpu.dcgm_diag", "gpu.matmul", "gpu.nvlink_bw", "ib.write_bw"):
         assert checks[cid]["status"] == "not_applicable", (cid, checks[cid]["summary"])
+
+
+def test_changed_host_key_is_an_error_with_the_fix(env: dict[str, Path], sshd: dict[str, object]) -> None:
+    site = str(env["site"])
+    res = runner.invoke(app, ["health", "--site", site, "--any-state", "--no-textfile", "node01"])
+    assert res.exit_code == 0, res.output
+    known = env["tmp"] / "known_hosts"
+    other = env["tmp"] / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    fake = (other.with_suffix(".pub")).read_text().split()[:2]
+    host = known.read_text().split()[0]
+    known.write_text(f"{host} {fake[0]} {fake[1]}\n")  # what a re-imaged host looks like
+    res = runner.invoke(app, ["health", "--site", site, "--any-state", "--json", "--no-textfile", "node01"])
+    assert res.exit_code == ExitCode.PARTIAL_FAILURE, res.output
+    (check,) = _docs(res.stdout)["node01"]["checks"]
+    assert check["id"] == "host.reachable" and check["status"] == "error"
+    assert "host key" in check["summary"] and "ssh-keygen -f" in check["remedy"]["detail"]

@@ -14,9 +14,11 @@ from provisioner.health.model import HostReport, RemedyKind, Status, Verdict, ju
 from provisioner.health.service import (
     clean_streak,
     expectations,
+    failed_hosts_for,
     golden_hosts,
     latest_report,
     record,
+    remedy_of,
     ssh_target,
 )
 from provisioner.inventory import load_site
@@ -61,6 +63,14 @@ def test_failing_then_healthy_again(store: StateStore) -> None:
     assert latest_report(store, "a").verdict is Verdict.GOLDEN
     assert [n for n, _ in golden_hosts(store, ["a", "b"])] == ["a"]
     assert latest_report(store, "b") is None
+
+
+def test_failed_hosts_by_remedy(store: StateStore) -> None:
+    record(store, rep("a", Status.FAIL))
+    store.transition("b", NodeState.FAILED, reason="deploy: timeout")
+    assert failed_hosts_for(store, RemedyKind.RESET_GPU) == ["a"]
+    assert failed_hosts_for(store, RemedyKind.REIMAGE) == []
+    assert remedy_of(store.get("b").facts) is None
 
 
 def test_deploy_failure_is_not_cleared_by_a_health_run(store: StateStore) -> None:
