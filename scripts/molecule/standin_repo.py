@@ -195,6 +195,11 @@ def load_specs(spec_dirs: list[Path]) -> tuple[list[Package], Layout]:
                 raise SpecError(f"{spec}: not valid YAML: {exc}") from exc
             if not isinstance(doc, dict) or not isinstance(doc.get("packages"), list):
                 raise SpecError(f"{spec}: expected a mapping with a 'packages:' list")
+            unknown = {k for k in doc if k not in ("packages", "repository")
+                       and not str(k).startswith("x-")}
+            if unknown:
+                raise SpecError(f"{spec}: unknown top-level keys {sorted(unknown)} (allowed: "
+                                "packages, repository, and x-* for YAML anchors)")
             repo = doc.get("repository") or {}
             if repo:
                 layout = Layout(
