@@ -49,7 +49,8 @@ def _print_status(st: object) -> None:
                 h.root_disk_serial,
             )
         console.print(table)
-    others = {pid: name for pid, name in st.netns_processes.items() if name != "python3"}
+    bmcs = {h.bmc_pid for h in st.hosts}
+    others = {pid: name for pid, name in st.netns_processes.items() if pid not in bmcs}
     if others:
         console.print(
             "  other processes in the namespace: "

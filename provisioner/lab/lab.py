@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from provisioner.exceptions import InputError
+from provisioner.exceptions import InputError, SiteLocked
 from provisioner.lab import bmc, daemons, network, pki, sitegen, vms
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
 
 DEFAULTS: dict[str, Any] = {"hosts": 2, "disks": 3, "firmware": "bios", "memory_mib": 1024}
 _KNOBS = ("hosts", "disks", "firmware", "memory_mib")
+LOCK_DIR = Path("/run/lock")
 
 
 def read_manifest(plan: LabPlan) -> dict[str, Any] | None:
@@ -150,9 +155,46 @@ def _write_manifest(plan: LabPlan, data: dict[str, Any]) -> None:
     tmp.replace(plan.manifest_path)
 
 
+@contextmanager
+def lab_lock(plan: LabPlan) -> Iterator[None]:
+    """Hold the lab's lock: two `lab up`/`lab down` at once would fight over the same VMs."""
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    path = LOCK_DIR / f"provisioner-lab-{plan.netns}.lock"
+    while True:
+        fh = open(path, "a")  # noqa: SIM115 - held across the yield below
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise SiteLocked(
+                f"another `provision lab` command is running for lab {plan.netns!r}",
+                hint="wait for it to finish; the lock is released when it exits",
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        fh.close()  # the holder before us removed this file: lock the new one
+    try:
+        yield
+    finally:
+        # Removed while held, so no lock file outlives the command.
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fh.close()
+
+
 def up(plan: LabPlan) -> LabStatus:
     """Build the lab described by ``plan``, or repair it; a second call changes nothing."""
     daemons.require_tools(plan.firmware)
+    with lab_lock(plan):
+        _up(plan)
+    return status(plan)
+
+
+def _up(plan: LabPlan) -> None:
     network.check_conflicts(plan)
     daemons.ensure_daemons()
     plan.state_dir.mkdir(parents=True, exist_ok=True)
@@ -187,7 +229,6 @@ def up(plan: LabPlan) -> LabStatus:
     doc = sitegen.site_document(plan, ssh_public_key=ssh_pub, ssh_private_key=ssh_key)
     sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
     _write_manifest(plan, {**_manifest(plan), "complete": True})
-    return status(plan)
 
 
 def _knobs_plan() -> LabPlan:
@@ -305,6 +346,11 @@ def down(plan: LabPlan | None = None) -> DownReport:
     """
     plan = plan or _knobs_plan()
     daemons.require_tools()
+    with lab_lock(plan):
+        return _down(plan)
+
+
+def _down(plan: LabPlan) -> DownReport:
     report = DownReport()
     libvirt_up = bool(daemons.find_pids("libvirtd")) and daemons.SOCKET.exists()
     if not libvirt_up and _libvirt_has_leftovers(plan):

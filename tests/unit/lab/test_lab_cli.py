@@ -62,3 +62,18 @@ def test_down_of_an_absent_lab_removes_nothing():
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0, res.output
     assert "nothing to remove" in res.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lab up checks for root before locking")
+def test_lab_commands_refuse_to_run_twice_at_once(monkeypatch, tmp_path):
+    from provisioner.lab import daemons, lab
+    from provisioner.lab.plan import LabPlan
+
+    monkeypatch.setattr(lab, "LOCK_DIR", tmp_path / "lock")
+    monkeypatch.setattr(daemons, "missing_tools", lambda firmware="bios": [])
+    with lab.lab_lock(LabPlan.from_env()):
+        res = runner.invoke(app, ["lab", "up"])
+        assert res.exit_code == 4, res.output
+        assert "another `provision lab` command is running" in res.output
+        assert runner.invoke(app, ["lab", "down"]).exit_code == 4
+    assert not list((tmp_path / "lock").iterdir())
