@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cabling.diff import validate
-from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
 from cabling.discovery.iblinkinfo import load_iblinkinfo, parse_iblinkinfo
+from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
 from cabling.discovery.lldp import load_lldp_dir
 from cabling.discovery.ufm import load_ufm_dir
 from cabling.manifest import load_manifest
