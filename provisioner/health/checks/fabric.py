@@ -62,6 +62,10 @@ def check_pcie_links(ctx: Context) -> CheckResult:
     if not targets:
         return result(cid, Status.FAIL, "no GPU or HCA on the PCIe bus", remedy=RemedyKind.REPAIR,
                       part="GPU baseboard / HCAs")
+    if all(d.cap.width is None for d in targets):
+        return result(cid, Status.ERROR, "lspci shows no link capabilities: it needs root "
+                      "(give ssh_user passwordless sudo for lspci)",
+                      evidence=[d.lines[0] for d in targets[:3]])
     width, speed, idle_slow = [], [], []
     seen: set[str] = set()
     for dev in targets:
@@ -115,6 +119,9 @@ def check_pcie_acs(ctx: Context) -> CheckResult:
     sec = ctx.section("lspci")
     if sec is None or sec.missing:
         return missing_tool(cid, "lspci (pciutils)")
+    if ctx.pci and all(d.port_type is None for d in ctx.pci):
+        return result(cid, Status.ERROR, "lspci shows no PCIe capabilities: it needs root "
+                      "(give ssh_user passwordless sudo for lspci)")
     topo = Topology(ctx.pci)
     ports: dict[str, PciDevice] = {}
     for dev in ctx.pci:

@@ -259,3 +259,13 @@ def test_transceiver_firmware_from_mlxlink():
     assert len(r.observed) == 2
     no_tool = run(secs(transceivers=(127, "")), exp)["firmware.versions"]
     assert no_tool.status is Status.FAIL and "mlxlink" in no_tool.evidence[0]
+
+
+def test_lspci_without_root_is_an_error_not_a_pass():
+    # What lspci -vvv prints for a non-root user: the header, no capability list.
+    text = "\n".join(ln if "Capabilities" not in ln else "\tCapabilities: <access denied>"
+                     for ln in fx("lspci-vvv-nn-D.narrow-link-acs-on.txt").splitlines()
+                     if not ln.startswith("\t\t"))
+    res = run(secs(lspci=text, nvsmi=fx("nvidia-smi-q.h100x2.good.txt")))
+    assert res["pcie.links"].status is Status.ERROR and "root" in res["pcie.links"].summary
+    assert res["pcie.acs"].status is Status.ERROR
