@@ -43,6 +43,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NVIDIA_PCI_VENDOR = "10de"
+
+
+class GPUCountMismatch(MAASError):
+    """Commissioning found fewer (or more) NVIDIA GPUs than the host's profile has."""
+
+
 _TAG_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 
 # States from which the backend starts a commissioning itself.
@@ -375,15 +381,20 @@ class MAASBackend(DeployBackend):
                                      timeout_s=settings.release_timeout_s, progress=progress)
                 status = machine.node_status
             start = self._clock()
-            if status in _COMMISSION_FROM:
-                client.commission(sid, testing_scripts=settings.commissioning_testing_scripts)
-                progress(name, "commission", "commissioning started")
-                status = NodeStatus.COMMISSIONING
-            if status in (NodeStatus.COMMISSIONING, NodeStatus.TESTING):
-                machine = self._wait(client, sid, name, phase="commission",
-                                     want={NodeStatus.READY},
-                                     timeout_s=settings.commission_timeout_s, progress=progress)
-                phases["commission"] = self._clock() - start
+            running = status in (NodeStatus.COMMISSIONING, NodeStatus.TESTING)
+            commissioned = running or status in _COMMISSION_FROM
+            if commissioned:
+                machine = self._commission(client, settings, sid, name, progress, start=not running)
+            try:
+                self._check_gpus(client, settings, host, sid, progress)
+            except GPUCountMismatch:
+                if commissioned:
+                    raise
+                # MAAS's inventory is from an older commissioning: the GPU may be back.
+                progress(name, "commission", "GPU count differs: commissioning again")
+                machine = self._commission(client, settings, sid, name, progress, start=True)
+                self._check_gpus(client, settings, host, sid, progress)
+            phases["commission"] = self._clock() - start
 
             start = self._clock()
             self._configure_ready(client, settings, request, machine, progress)
@@ -419,7 +430,6 @@ class MAASBackend(DeployBackend):
     ) -> None:
         host = request.host
         sid = machine.system_id
-        self._check_gpus(client, settings, host, sid, progress)
         tags = self._host_tags(host, settings)
         self._ensure_tags(client, tags)
         for t in tags:
@@ -435,6 +445,24 @@ class MAASBackend(DeployBackend):
                 client.set_boot_disk(sid, dev.id)
             progress(host.name, "storage", f"root disk {dev.describe()}")
         client.set_storage_layout(sid, layout=settings.storage_layout, root_device=root_id)
+
+    def _commission(
+        self,
+        client: MAASClient,
+        settings: MAASSettings,
+        system_id: str,
+        name: str,
+        progress: ProgressFn,
+        *,
+        start: bool,
+    ) -> Machine:
+        """Start commissioning (unless MAAS already runs it) and wait for Ready."""
+        if start:
+            client.commission(system_id, testing_scripts=settings.commissioning_testing_scripts)
+            progress(name, "commission", "commissioning started")
+        return self._wait(client, system_id, name, phase="commission",
+                          want={NodeStatus.READY}, timeout_s=settings.commission_timeout_s,
+                          progress=progress)
 
     def _check_gpus(
         self,
@@ -455,7 +483,7 @@ class MAASBackend(DeployBackend):
         ]
         if len(gpus) != expected:
             seen = ", ".join(sorted(d.pci_address or "?" for d in gpus)) or "none"
-            raise MAASError(
+            raise GPUCountMismatch(
                 f"{host.name}: MAAS commissioning of {system_id} found {len(gpus)} NVIDIA GPU(s), "
                 f"profile {host.profile.name} has {expected} (PCI addresses: {seen})",
                 system_id=system_id,

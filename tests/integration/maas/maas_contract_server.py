@@ -92,6 +92,8 @@ class MachineState:
     user_data: str | None = None
     layout: dict[str, str] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)  # as of the last commissioning
+    commissioning: bool = False
 
 
 class MAASContractServer:
@@ -187,6 +189,7 @@ class MAASContractServer:
             m.power = dict(power or {})
             if status not in (NEW, COMMISSIONING):
                 self._reveal_disks(m)
+                self._reveal_devices(m)
             return sid
 
     def by_hostname(self, hostname: str) -> MachineState:
@@ -235,6 +238,11 @@ class MAASContractServer:
         self._set_status(state, status, STATUS_NAMES[status])
         return sid
 
+    def _reveal_devices(self, m: MachineState) -> None:
+        devices = copy.deepcopy(self._devices)
+        missing = self.gpus_missing.get(m.record["hostname"], 0)
+        m.devices = devices[missing:]  # the first NVIDIA GPUs fell off the bus
+
     def _reveal_disks(self, m: MachineState) -> None:
         sid = m.record["system_id"]
         disks = self.hardware.get(m.macs[0], self._disks)
@@ -279,6 +287,10 @@ class MAASContractServer:
             self._set_status(m, status, message)
             if status == READY and not m.disks:
                 self._reveal_disks(m)
+            if m.commissioning:
+                m.commissioning = False
+                if status == READY:
+                    self._reveal_devices(m)  # what this commissioning found
             if status == READY:
                 m.record["owner"] = None
             if status == DEPLOYED:
@@ -286,6 +298,7 @@ class MAASContractServer:
 
     def _start_commissioning(self, m: MachineState) -> None:
         self._set_status(m, COMMISSIONING, "Commissioning")
+        m.commissioning = True
         if m.record["hostname"] in self.fail_commission:
             self._later(m, self.commission_s, FAILED_COMMISSIONING,
                         "Failed commissioning: 50-maas-01-commissioning failed (exit 1)")
@@ -528,12 +541,7 @@ class MAASContractServer:
         m = self._machine(system_id)
         if request.method != "GET" or self._op(request) is not None:
             raise self._unrecognised(request)
-        if not m.disks:  # nothing is known before commissioning
-            return []
-        devices = copy.deepcopy(self._devices)
-        missing = self.gpus_missing.get(m.record["hostname"], 0)
-        if missing:
-            devices = devices[missing:]  # the first NVIDIA GPUs fell off the bus
+        devices = copy.deepcopy(m.devices)  # empty before the first commissioning
         kind = request.args.get("hardware_type")
         if kind is not None:
             if kind.lower() not in ("node", "cpu", "memory", "storage", "network", "gpu"):

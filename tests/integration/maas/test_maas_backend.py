@@ -362,3 +362,36 @@ def test_missing_gpu_after_commissioning_fails_the_host_before_deploy(
     )
     assert "0000:18:00.0" not in bad.reason and "0000:db:00.0" in bad.reason
     assert maas_server.actions_for("gpu-m01-u05", "deploy") == []
+
+
+def test_ready_machine_with_stale_gpu_inventory_is_commissioned_again(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    # Commissioned while a GPU was off the bus; the GPU has been reseated since.
+    maas_server.gpus_missing["gpu-m01-u03"] = 1
+    maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"], status=READY,
+                            power={"power_address": "10.21.0.103", "power_user": "root",
+                                   "power_pass": BMC_PASSWORD})
+    maas_server.gpus_missing.clear()
+    progress = Progress()
+    backend = MAASBackend()
+    (req,) = requests_for(maas_site, ["gpu-m01-u03"])
+    backend.prepare(maas_site, [req])
+    out = backend.deploy(req, progress)
+    assert out.ok, out.reason
+    assert [a.op for a in maas_server.actions_for("gpu-m01-u03")][:1] == ["commission"]
+    assert ("gpu-m01-u03", "commission", "GPU count differs: commissioning again") in (
+        progress.lines
+    )
+
+
+def test_gpu_still_missing_after_recommissioning_fails(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    maas_server.gpus_missing["gpu-m01-u03"] = 2
+    maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"], status=READY,
+                            power={"power_address": "10.21.0.103", "power_user": "root",
+                                   "power_pass": BMC_PASSWORD})
+    out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
+    assert "found 6 NVIDIA GPU(s)" in out["gpu-m01-u03"].reason
+    assert len(maas_server.actions_for("gpu-m01-u03", "commission")) == 1
