@@ -435,6 +435,11 @@ class MAASBackend(DeployBackend):
         for t in tags:
             if t not in machine.tag_names:
                 client.tag_machines(t, add=[sid])
+        # A host moved to another rack or profile keeps no stale tag of the kinds we manage.
+        ours = (f"{settings.tag_prefix}profile-", f"{settings.tag_prefix}rack-")
+        for t in machine.tag_names:
+            if t.startswith(ours) and t not in tags:
+                client.tag_machines(t, remove=[sid])
         self._pin_address(client, settings, host, machine, progress)
         hint = host.root_disk or host.profile.root_disk
         root_id: int | None = None

@@ -395,3 +395,20 @@ def test_gpu_still_missing_after_recommissioning_fails(
     out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
     assert "found 6 NVIDIA GPU(s)" in out["gpu-m01-u03"].reason
     assert len(maas_server.actions_for("gpu-m01-u03", "commission")) == 1
+
+
+def test_stale_rack_tag_is_removed_other_tags_kept(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    sid = maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"], status=READY,
+                                  power={"power_address": "10.21.0.103", "power_user": "root",
+                                         "power_pass": BMC_PASSWORD})
+    for tag in ("rack-r99", "virtual"):
+        maas_server.tags.setdefault(tag, {"name": tag, "definition": "", "comment": "",
+                                          "kernel_opts": "", "resource_uri": ""})
+        maas_server.machines[sid].record["tag_names"].append(tag)
+    out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
+    assert out["gpu-m01-u03"].ok
+    assert sorted(maas_server.machines[sid].record["tag_names"]) == [
+        "profile-hgx-h100", "rack-m01", "virtual"
+    ]
