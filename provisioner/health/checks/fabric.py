@@ -37,6 +37,11 @@ def _part(ctx: Context, dev: PciDevice) -> str:
     return f"PCIe port {dev.addr} ({dev.desc.split(' (')[0]})"
 
 
+def _access_denied(devices: list[PciDevice]) -> bool:
+    """lspci run without root prints "Capabilities: <access denied>"."""
+    return any("<access denied>" in ln for d in devices for ln in d.lines)
+
+
 def _busy_gpus(report: NvsmiReport | None) -> set[str]:
     return {g.bus_id for g in (report.gpus if report else []) if (g.utilization_pct or 0) >= BUSY_PCT}
 
@@ -63,8 +68,9 @@ def check_pcie_links(ctx: Context) -> CheckResult:
         return result(cid, Status.FAIL, "no GPU or HCA on the PCIe bus", remedy=RemedyKind.REPAIR,
                       part="GPU baseboard / HCAs")
     if all(d.cap.width is None for d in targets):
-        return result(cid, Status.ERROR, "lspci shows no link capabilities: it needs root "
-                      "(give ssh_user passwordless sudo for lspci)",
+        why = ("it needs root (give ssh_user passwordless sudo for lspci)" if _access_denied(devices)
+               else "the GPUs/HCAs report no PCIe link capability")
+        return result(cid, Status.ERROR, f"lspci shows no link capabilities: {why}",
                       evidence=[d.lines[0] for d in targets[:3]])
     width, speed, idle_slow = [], [], []
     seen: set[str] = set()
@@ -119,7 +125,7 @@ def check_pcie_acs(ctx: Context) -> CheckResult:
     sec = ctx.section("lspci")
     if sec is None or sec.missing:
         return missing_tool(cid, "lspci (pciutils)")
-    if ctx.pci and all(d.port_type is None for d in ctx.pci):
+    if _access_denied(ctx.pci):
         return result(cid, Status.ERROR, "lspci shows no PCIe capabilities: it needs root "
                       "(give ssh_user passwordless sudo for lspci)")
     topo = Topology(ctx.pci)
@@ -130,6 +136,8 @@ def check_pcie_acs(ctx: Context) -> CheckResult:
                 if node.port_type == "Downstream Port":
                     ports[node.addr] = node
     if not ports:
+        if not any(d.is_gpu for d in ctx.pci):
+            return not_applicable(cid, "no GPU on the PCIe bus to judge (see gpu.count)")
         return not_applicable(cid, "GPUs sit directly on root ports (no PCIe switch)")
     unread = [p for p in ports.values() if p.acs_ctl is None]
     enabled = {a: p.acs_enabled for a, p in ports.items() if p.acs_enabled}
