@@ -175,3 +175,16 @@ def test_a_body_of_another_shape_is_a_typed_error(client: MAASClient, maas_serve
     maas_server._h_machines = lambda request: [{"hostname": "not-a-machine"}]  # type: ignore
     with pytest.raises(MAASError, match=r"unexpected Machine \(system_id: Field required\)"):
         client.machines()
+
+
+def test_secrets_echoed_by_maas_are_masked_in_errors(client: MAASClient, maas_server):
+    from maas_contract_server import HTTPError
+
+    def echo(request, **kwargs):
+        raise HTTPError(400, {"power_parameters": [f"bad: {dict(request.form)}"]})
+
+    maas_server._h_machine = echo  # type: ignore[method-assign]
+    with pytest.raises(MAASValidationError) as exc:
+        client.update_machine("abc123", {"power_parameters_power_pass": Secret("hunter2-bmc")})
+    assert "hunter2-bmc" not in str(exc.value) and "***" in str(exc.value)
+    assert exc.value.system_id == "abc123"
