@@ -88,6 +88,10 @@ def collector_script(exp: Expectations, *, deep: bool = False) -> str:
     add("sec lspci pci")
     add("sec kernel_log kernlog")
     add("sec kernel_errors kernerr")
+    if exp.nvswitch:
+        # nv-fabricmanager logs NVSwitch errors it handled itself, some of which never reach dmesg.
+        add("sec fabricmanager_log sh -c '[ -r /var/log/fabricmanager.log ] || exit 127; "
+            "tail -n 5000 /var/log/fabricmanager.log'")
     add("sec modules cat /proc/modules")
     add("sec df df -P -B1 -x tmpfs -x devtmpfs -x overlay -x squashfs -x efivarfs")
     add("sec zpool opt zpool list -H -o name,health,capacity")

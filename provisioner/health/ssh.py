@@ -47,7 +47,7 @@ class SshClient:
         if exe is None:
             raise SshUnavailable(
                 "the ssh client is not installed on this machine",
-                hint="apt-get install openssh-client",
+                hint="install openssh-client (apt-get install openssh-client)",
             )
         self.exe = exe
         self.connect_timeout_s = connect_timeout_s

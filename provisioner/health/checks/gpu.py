@@ -208,14 +208,15 @@ def check_xid(ctx: Context) -> CheckResult:
 
 
 def check_sxid(ctx: Context) -> CheckResult:
-    """NVSwitch SXid events since boot: fatal ones need a reboot."""
+    """NVSwitch SXid events since boot (kernel log and fabric-manager log): fatal ones need a reboot."""
     cid = "nvswitch.sxid"
     if not ctx.expect.nvswitch:
         return not_applicable(cid, "host profile has no NVSwitch")
     sec = ctx.section("kernel_log")
     if sec is None or not sec.ok:
         return result(cid, Status.ERROR, "could not read the kernel log (dmesg/journalctl)")
-    events = [e for e in parse_kernel_log(ctx.kernel_lines) if e.kind == "sxid"]
+    fm = ctx.text("fabricmanager_log").splitlines()
+    events = [e for e in parse_kernel_log([*ctx.kernel_lines, *fm]) if e.kind == "sxid"]
     res = _judge_events(ctx, cid, events, "SXid")
     if res.status is Status.PASS and events:
         # Non-fatal SXids are logged for link retraining too; report them without failing.

@@ -269,3 +269,9 @@ def test_lspci_without_root_is_an_error_not_a_pass():
     res = run(secs(lspci=text, nvsmi=fx("nvidia-smi-q.h100x2.good.txt")))
     assert res["pcie.links"].status is Status.ERROR and "root" in res["pcie.links"].summary
     assert res["pcie.acs"].status is Status.ERROR
+
+
+def test_fabric_manager_log_sxids_warn():
+    fm = corpus_path("pcie-gpu", "dmesg-nvrm-xid-gpud", "fabricmanager.log").read_text()
+    r = run(secs(kernel_log="", fabricmanager_log=fm))["nvswitch.sxid"]
+    assert r.status is Status.WARN and r.observed["events"] == {"12028@0000:86:00.0": 1}

@@ -118,3 +118,37 @@ def test_bad_health_settings_name_the_key():
         HealthSettings.from_site_block({"parallel": 0}, file="site.yml")
     with pytest.raises(InventoryError, match=r"settings\.health\.colour"):
         HealthSettings.from_site_block({"colour": "red"})
+
+
+def test_ssh_client_missing_is_not_ready(monkeypatch):
+    import provisioner.health.ssh as ssh_mod
+    from provisioner.exceptions import ExitCode
+    from provisioner.health.errors import SshUnavailable
+
+    monkeypatch.setattr(ssh_mod.shutil, "which", lambda name: None)
+    with pytest.raises(SshUnavailable, match="openssh-client") as exc:
+        ssh_mod.SshClient()
+    assert exc.value.exit_code is ExitCode.NOT_READY
+
+
+def test_ssh_argv_is_non_interactive(tmp_path):
+    from provisioner.health.ssh import SshClient, SshTarget
+
+    argv = SshClient(connect_timeout_s=7).argv(
+        SshTarget("h", "10.0.0.5", "provision", 2222, tmp_path / "key", tmp_path / "kh"), "bash -s")
+    text = " ".join(argv)
+    for opt in ("BatchMode=yes", "ConnectTimeout=7", "StrictHostKeyChecking=accept-new",
+                f"UserKnownHostsFile={tmp_path / 'kh'}", "-p 2222", f"-i {tmp_path / 'key'}"):
+        assert opt in text
+    assert argv[-2:] == ["provision@10.0.0.5", "bash -s"]
+
+
+def test_ticket_before_any_health_run(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+    from provisioner.exceptions import ExitCode
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    res = CliRunner().invoke(app, ["ticket", "--site", "example", "gpu-r01-u03"])
+    assert res.exit_code == ExitCode.NOT_READY and "provision health" in res.output
