@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cabling.discovery.model import DiscoveredFabric
-from cabling.model import Device, Link, Manifest
+from cabling.model import Device, Endpoint, Link, Manifest
 from cabling.resolve import ResolvedFabric, resolve
 
 
@@ -29,7 +29,8 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None) -> M
             devices[key] = Device(name=nn.device, kind="switch", model=nn.model,
                                   ports=node.nports if node.nports and not nn.port_prefix else None,
                                   guid=guid if is_guid and not nn.port_prefix else None)
-    links = [Link(a=rl.a, b=rl.b, speed=rl.speed, width=rl.width) for rl in res.links]
+    links = [Link(a=Endpoint(device=rl.a.device, port=rl.a.port), b=Endpoint(device=rl.b.device, port=rl.b.port),
+                  speed=rl.speed, width=rl.width) for rl in res.links]
     return Manifest(devices=list(devices.values()), links=links)
 
 

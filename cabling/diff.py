@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cabling.findings import Finding, Report
-from cabling.model import Device, Endpoint, Link, Manifest
+from cabling.model import AnyPort, Device, Link, Manifest
 from cabling.resolve import ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
 
 
-def _fmt(ep: Endpoint) -> str:
+def _fmt(ep: AnyPort) -> str:
     """A technician's name for a port: ``r03-l1 port 17`` or ``gpu042 mlx5_3``."""
     return f"{ep.device} port {ep.port}" if ep.port.isdigit() else f"{ep.device} {ep.port}"
 
@@ -23,11 +23,14 @@ def _fmt(ep: Endpoint) -> str:
 def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
     """Compare the discovered fabric with the plan and say how to fix every difference."""
     devices = manifest.device_map()
-    plan_peer: dict[Key, tuple[Endpoint, Endpoint, int]] = {}
+    plan_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
+    keys: list[tuple[Key, Key]] = []
     for i, lk in enumerate(manifest.links):
-        plan_peer[lk.a.key] = (lk.a, lk.b, i)
-        plan_peer[lk.b.key] = (lk.b, lk.a, i)
-    found_peer: dict[Key, tuple[Endpoint, Endpoint, int]] = {}
+        ka, kb = lk.a.key, lk.b.key
+        keys.append((ka, kb))
+        plan_peer[ka] = (lk.a, lk.b, i)
+        plan_peer[kb] = (lk.b, lk.a, i)
+    found_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
     for j, rl in enumerate(found.links):
         found_peer[rl.a.key] = (rl.a, rl.b, j)
         found_peer[rl.b.key] = (rl.b, rl.a, j)
@@ -36,15 +39,16 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
     missing: dict[int, Link] = {}
     matched_found: set[int] = set()
     for i, lk in enumerate(manifest.links):
-        hit = found_peer.get(lk.a.key)
-        if hit is not None and hit[1].key == lk.b.key:
+        ka, kb = keys[i]
+        hit = found_peer.get(ka)
+        if hit is not None and hit[1].key == kb:
             matched_found.add(hit[2])
             _check_quality(manifest, i, lk, found.links[hit[2]], findings)
         else:
             missing[i] = lk
     unexpected = {j: rl for j, rl in enumerate(found.links) if j not in matched_found}
 
-    def planned(ep: Endpoint) -> tuple[Endpoint, int] | None:
+    def planned(ep: AnyPort) -> tuple[AnyPort, int] | None:
         got = plan_peer.get(ep.key)
         if got is None or got[2] not in missing:
             return None
@@ -112,8 +116,8 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             endpoints=[str(rl.a), str(rl.b)],
         ))
     for i, lk in enumerate(manifest.links):
-        hit = found_peer.get(lk.a.key)
-        if hit is not None and hit[1].key == lk.b.key and found.links[hit[2]].state != "active":
+        hit = found_peer.get(keys[i][0])
+        if hit is not None and hit[1].key == keys[i][1] and found.links[hit[2]].state != "active":
             rl = found.links[hit[2]]
             findings.append(Finding(
                 kind="down", severity="error",
@@ -135,28 +139,27 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
 
 
 def _check_quality(manifest: Manifest, i: int, lk: Link, rl: RLink, findings: list[Finding]) -> None:
-    want_speed, want_width = manifest.expected_speed(lk), manifest.expected_width(lk)
-    where = manifest.where_link(i)
-    if want_width and rl.width and width_lanes(rl.width) < width_lanes(want_width):
+    want_speed, want_width = lk.speed or manifest.fabric.speed, lk.width or manifest.fabric.width
+    if want_width and rl.width and rl.width != want_width and width_lanes(rl.width) < width_lanes(want_width):
         findings.append(Finding(
             kind="degraded_width", severity="error",
             message=f"link {lk.a} <-> {lk.b} trained at {rl.width}, expected {want_width}",
             fix=f"reseat, clean or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)} "
             "(lanes are failing)",
-            where=where, endpoints=[str(lk.a), str(lk.b)], data={"found": rl.width, "expected": want_width},
+            where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"found": rl.width, "expected": want_width},
         ))
-    if want_speed and rl.speed and speed_rank(rl.speed) < speed_rank(want_speed):
+    if want_speed and rl.speed and rl.speed != want_speed and speed_rank(rl.speed) < speed_rank(want_speed):
         findings.append(Finding(
             kind="degraded_speed", severity="error",
             message=f"link {lk.a} <-> {lk.b} trained at {rl.speed}, expected {want_speed}",
             fix=f"check the cable type between {_fmt(lk.a)} and {_fmt(lk.b)} is rated for {want_speed}, "
             "then reseat or replace it",
-            where=where, endpoints=[str(lk.a), str(lk.b)], data={"found": rl.speed, "expected": want_speed},
+            where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"found": rl.speed, "expected": want_speed},
         ))
 
 
 def _swap(
-    manifest: Manifest, a: Endpoint, x: Endpoint, y: Endpoint, b: Endpoint,
+    manifest: Manifest, a: AnyPort, x: AnyPort, y: AnyPort, b: AnyPort,
     devices: Mapping[str, Device], ia: int, ib: int,
 ) -> Finding:
     # Found a-b and y-x; planned a-x and y-b. Name the two ends that sit side by side.
@@ -179,13 +182,13 @@ def _swap(
 
 def _best_move(
     rl: RLink,
-    planned: Callable[[Endpoint], tuple[Endpoint, int] | None],
-    found_peer: dict[Key, tuple[Endpoint, Endpoint, int]],
+    planned: Callable[[AnyPort], tuple[AnyPort, int] | None],
+    found_peer: dict[Key, tuple[AnyPort, AnyPort, int]],
     unexpected: dict[int, RLink],
     devices: Mapping[str, Device],
-) -> tuple[Endpoint, Endpoint, Endpoint, int] | None:
+) -> tuple[AnyPort, AnyPort, AnyPort, int] | None:
     """Pick which end of a wrong link stays and where the other end goes, or None."""
-    options: list[tuple[int, Endpoint, Endpoint, Endpoint, int]] = []
+    options: list[tuple[int, AnyPort, AnyPort, AnyPort, int]] = []
     for fixed, wrong in ((rl.a, rl.b), (rl.b, rl.a)):
         if wrong.device.casefold() not in devices:
             continue  # a cable from an unplanned device is not a misplaced planned cable

@@ -66,6 +66,32 @@ class Endpoint(BaseModel):
         return f"{self.device}:{self.port}"
 
 
+class PortRef:
+    """A discovered port in manifest naming; a light twin of :class:`Endpoint` for 10^4-link fabrics."""
+
+    __slots__ = ("device", "key", "port")
+
+    def __init__(self, device: str, port: str) -> None:
+        self.device = device
+        self.port = port
+        self.key = (device.casefold(), port.casefold())
+
+    def __str__(self) -> str:
+        return f"{self.device}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"PortRef({self.device!r}, {self.port!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PortRef | Endpoint) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+AnyPort = Endpoint | PortRef
+
+
 class Device(BaseModel):
     """A host (with HCAs) or a switch (with a port count), optionally with GUIDs and a location."""
 

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from cabling.discovery.model import ACTIVE, DiscoveredFabric, DNode
-from cabling.model import Endpoint, Manifest
+from cabling.model import Manifest, PortRef
 from cabling.ports import director_port
 
 # Vendor default node descriptions carry no host name: the node needs a GUID map.
@@ -19,8 +19,8 @@ _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 class RLink:
     """A discovered link with both ends named as the manifest names them."""
 
-    a: Endpoint
-    b: Endpoint
+    a: PortRef
+    b: PortRef
     width: str | None
     speed: str | None
     state: str = ACTIVE
@@ -48,7 +48,7 @@ class ResolvedFabric:
     """The discovered fabric in manifest names."""
 
     links: list[RLink] = field(default_factory=list)
-    down: dict[tuple[str, str], tuple[Endpoint, str]] = field(default_factory=dict)
+    down: dict[tuple[str, str], tuple[PortRef, str]] = field(default_factory=dict)
     names: dict[str, NodeName] = field(default_factory=dict)
     internal_links: int = 0
     source: str = ""
@@ -125,20 +125,20 @@ def _switch_name(desc: str) -> tuple[str, str, str | None]:
     return name, "", model
 
 
-def endpoint(nn: NodeName, port: int | str) -> Endpoint:
+def endpoint(nn: NodeName, port: int | str) -> PortRef:
     """The manifest endpoint of port ``port`` of a named node."""
     if nn.kind == "ca":
         if nn.host_port:
             hp = nn.host_port if port in (1, "1") else f"{nn.host_port}/{port}"
-            return Endpoint(device=nn.device, port=hp)
-        return Endpoint(device=nn.device, port=str(port))
+            return PortRef(nn.device, hp)
+        return PortRef(nn.device, str(port))
     if nn.port_prefix:
         blade = nn.port_prefix.rstrip("/")
         kind, num, asic = blade[0], blade[1:].split("/")[0], blade.split("U")[-1]
         if kind == "L":
-            return Endpoint(device=nn.device, port=director_port(int(num), int(asic), int(port)))
-        return Endpoint(device=nn.device, port=f"{blade}/{port}")
-    return Endpoint(device=nn.device, port=str(port))
+            return PortRef(nn.device, director_port(int(num), int(asic), int(port)))
+        return PortRef(nn.device, f"{blade}/{port}")
+    return PortRef(nn.device, str(port))
 
 
 def resolve(

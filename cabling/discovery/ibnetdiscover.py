@@ -46,7 +46,15 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
         if not line:
             current = None
             continue
-        if line.startswith("#"):
+        if line[0] == "[":  # port lines are most of the file: test them first
+            if current is None:
+                raise CablingInputError(
+                    f"port line outside a node block: {line[:60]!r}", file=source, line=lineno,
+                    hint="each port list must follow its 'Switch' or 'Ca' line, without blank lines",
+                )
+            _port_line(fab, current, line, lineno, source, seen)
+            continue
+        if line[0] == "#":
             continue
         kv = _KV.match(line)
         if kv:
@@ -62,14 +70,6 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
             current.lid = int(m.group(6)) if m.group(6) else None
             current.sysimg = sysimg
             fab.nodes[guid] = current
-            continue
-        if line.startswith("["):
-            if current is None:
-                raise CablingInputError(
-                    f"port line outside a node block: {line[:60]!r}", file=source, line=lineno,
-                    hint="each port list must follow its 'Switch' or 'Ca' line, without blank lines",
-                )
-            _port_line(fab, current, line, lineno, source, seen)
             continue
         if current is not None:
             raise CablingInputError(
