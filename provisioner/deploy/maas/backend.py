@@ -635,6 +635,18 @@ class MAASBackend(DeployBackend):
                  ", ".join(sorted(k for k in fields if k != "power_parameters_power_pass")))
         return client.update_machine(machine.system_id, fields)
 
+    def _abort(
+        self, client: MAASClient, system_id: str, host: str, phase: str, timeout_s: float
+    ) -> None:
+        """Stop MAAS's timed-out operation, so it does not go on behind the run's back and a
+        retry starts from a clean state (MAAS returns the machine to its previous state)."""
+        try:
+            client.abort(system_id, comment=f"provisioner: {phase} of {host} timed out "
+                                            f"after {timeout_s:.0f}s")
+        except MAASError as exc:  # the timeout is the news; a failed abort is logged
+            log.warning("%s: could not abort the %s of MAAS machine %s: %s",
+                        host, phase, system_id, exc.message)
+
     def _report_events(
         self, client: MAASClient, system_id: str, host: str, phase: str, progress: ProgressFn
     ) -> None:
@@ -685,6 +697,8 @@ class MAASBackend(DeployBackend):
                     hint=f"see the machine's events and logs in MAAS ({phase} log)",
                 )
             if self._clock() >= deadline:
+                if phase in ("commission", "deploy"):
+                    self._abort(client, system_id, host, phase, timeout_s)
                 raise MAASTimeout(
                     f"{host}: MAAS machine {system_id} still {machine.status_name!r} after "
                     f"{timeout_s:.0f}s of {phase}",

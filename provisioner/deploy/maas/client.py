@@ -403,6 +403,12 @@ class MAASClient:
         data = self._post(f"machines/{system_id}/", op="release", form=form, system_id=system_id)
         return _parse(Machine, data, "a machine action", system_id)
 
+    def abort(self, system_id: str, *, comment: str = "") -> Machine:
+        """``POST ?op=abort``: stop a running commissioning, deployment, test or erase."""
+        form: dict[str, FormValue] = {"comment": comment} if comment else {}
+        data = self._post(f"machines/{system_id}/", op="abort", form=form, system_id=system_id)
+        return _parse(Machine, data, "a machine action", system_id)
+
     def set_storage_layout(
         self, system_id: str, *, layout: str, root_device: int | None = None,
         boot_size: str | None = None, root_size: str | None = None,

@@ -94,6 +94,7 @@ class MachineState:
     events: list[dict[str, Any]] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)  # as of the last commissioning
     commissioning: bool = False
+    before_commissioning: int = 0
 
 
 class MAASContractServer:
@@ -297,6 +298,7 @@ class MAASContractServer:
                 m.record["power_state"] = "on"
 
     def _start_commissioning(self, m: MachineState) -> None:
+        m.before_commissioning = m.record["status"]
         self._set_status(m, COMMISSIONING, "Commissioning")
         m.commissioning = True
         if m.record["hostname"] in self.fail_commission:
@@ -514,6 +516,19 @@ class MAASContractServer:
                             "information).")
             else:
                 self._later(m, self.deploy_s, DEPLOYED, "Deployed")
+            return m.record
+        if op == "abort":
+            # Node.abort_operation: commissioning/testing go back to the state before them,
+            # a deployment back to Allocated, an erase fails.
+            back = {COMMISSIONING: m.before_commissioning, DEPLOYING: ALLOCATED,
+                    DISK_ERASING: 15, 21: READY}
+            if status not in back:
+                raise HTTPError(409, "Cannot abort in current state: "
+                                     f"'{STATUS_NAMES[status]}'.")
+            self._record("abort", m, request)
+            m.pending = None
+            m.commissioning = False
+            self._set_status(m, back[status], "")
             return m.record
         if op == "release":
             if status in (RELEASING, READY):

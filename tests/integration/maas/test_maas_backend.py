@@ -202,9 +202,13 @@ def test_deploy_timeout_names_state_and_system_id(
     sid = maas_server.by_hostname("gpu-m01-u03").record["system_id"]
     assert not out.ok
     assert out.reason == f"gpu-m01-u03: MAAS machine {sid} still 'Deploying' after 0s of deploy"
+    # MAAS was told to stop, so the next attempt starts from Allocated, not a running deploy
+    (abort,) = maas_server.actions_for("gpu-m01-u03", "abort")
+    assert "timed out" in abort.params["comment"][0]
+    assert maas_server.by_hostname("gpu-m01-u03").record["status_name"] == "Allocated"
 
 
-def test_deploy_timeout_raises_typed_error_from_wait(
+def test_commission_timeout_aborts_and_raises_typed_error(
     maas_server: MAASContractServer, maas_site: Site
 ):
     maas_server.commission_s = 60
@@ -218,6 +222,11 @@ def test_deploy_timeout_raises_typed_error_from_wait(
         backend._wait(client, sid, "x", phase="commission", want={NodeStatus.READY},
                       timeout_s=0.1, progress=None)
     assert exc.value.system_id == sid
+    assert maas_server.machines[sid].record["status_name"] == "New"  # aborted
+    # an abort MAAS refuses is logged; the timeout stays the error
+    maas_server.machines[sid].record.update(status=4, status_name="Ready")
+    backend._abort(client, sid, "x", "deploy", 1)
+    assert len([a for a in maas_server.actions if a.op == "abort"]) == 1
 
 
 def test_unmatched_root_disk_hint_fails_that_host_only(
