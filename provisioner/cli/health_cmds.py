@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty
 from provisioner.exceptions import ExitCode, NotReady
 from provisioner.health.bisect import bisect as run_bisect
 from provisioner.health.bisect import parse_groups, shell_runner
@@ -69,14 +70,22 @@ def health(
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack=rack)
     store = StateStore.for_site(s)
-    with store.orchestrator_lock("provision health"):
-        summary = run_site_health(s, selected, store, deep=deep, any_state=any_state,
-                                  publish=textfile)
+    with store.orchestrator_lock("provision health"), Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err_console, transient=True, disable=not is_tty(),
+    ) as progress:
+        task = progress.add_task("checking", total=len(selected))
+        summary = run_site_health(
+            s, selected, store, deep=deep, any_state=any_state, publish=textfile,
+            on_checked=lambda rep: progress.update(task, advance=1, description=f"checked {rep.host}"),
+        )
     if junit is not None:
         write_atomic(junit, render_junit(summary.reports))
     if as_json:
         for rep in summary.reports:
             sys.stdout.write(json.dumps(report_document(rep)) + "\n")
+        for name, why in summary.skipped.items():
+            err_console.print(f"skipped {name}: {why} (use --any-state to check it anyway)")
     else:
         if summary.reports:
             console.print(_table(summary.reports, f"site {s.name}: health run {summary.run_id}"))

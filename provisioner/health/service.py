@@ -129,9 +129,12 @@ def run_site_health(
     deep: bool = False,
     any_state: bool = False,
     publish: bool = True,
-    on_done: Callable[[HostReport], None] | None = None,
+    on_checked: Callable[[HostReport], None] | None = None,
 ) -> HealthRunSummary:
-    """Check ``hosts`` in parallel, judge them against their history, record and publish."""
+    """Check ``hosts`` in parallel, judge them against their history, record and publish.
+
+    ``on_checked`` is called from worker threads as each host's collection finishes (progress).
+    """
     settings = health_settings(site)
     store.ensure_hosts([h.name for h in hosts])
     states = {r.name: r.state for r in store.all()}
@@ -146,7 +149,8 @@ def run_site_health(
         client = SshClient(connect_timeout_s=settings.connect_timeout_s,
                            command_timeout_s=settings.command_timeout_s)
     plans = [HostPlan(ssh_target(site, h, settings), expectations(site, h, settings)) for h in chosen]
-    raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel)
+    raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel,
+                      on_done=on_checked)
     if deep:
         raw = ib_pair_bandwidth(client, plans, raw, parallel=settings.parallel)
     judged = []
@@ -155,8 +159,6 @@ def run_site_health(
         rep = judge(rep, golden_after, clean_streak(store, rep.host, max(golden_after, 50)))
         record(store, rep)
         judged.append(rep)
-        if on_done is not None:
-            on_done(rep)
     summary.reports = judged
     if publish:
         summary.textfile_problems = publish_textfiles(

@@ -245,3 +245,10 @@ def test_changed_host_key_is_an_error_with_the_fix(env: dict[str, Path], sshd: d
     (check,) = _docs(res.stdout)["node01"]["checks"]
     assert check["id"] == "host.reachable" and check["status"] == "error"
     assert "host key" in check["summary"] and "ssh-keygen -f" in check["remedy"]["detail"]
+
+
+def test_hosts_not_yet_deployed_are_skipped(env: dict[str, Path]) -> None:
+    res = runner.invoke(app, ["health", "--site", str(env["site"]), "node01"])
+    assert res.exit_code == 0, res.output
+    assert "skipped node01: state enrolled" in res.output
+    assert StateStore.for_site("healthlab").health_history("node01") == []
