@@ -194,12 +194,16 @@ class MAASClient:
             "maas_message": message,
         }
         if resp.status_code in (401, 403):
-            return MAASAuthError(
-                text,
-                hint="check settings.maas.api_key: a key of a MAAS admin, printed by "
-                "`sudo maas apikey --username=<admin>`",
-                **kwargs,
+            hint = (
+                "check settings.maas.api_key: a key of a MAAS admin, printed by "
+                "`sudo maas apikey --username=<admin>`"
             )
+            if "Expired timestamp" in message:
+                hint = (
+                    "this machine's clock and the MAAS region's differ by more than 5 minutes: "
+                    "sync both with NTP"
+                )
+            return MAASAuthError(text, hint=hint, **kwargs)
         if resp.status_code == 404:
             return MAASNotFound(text, **kwargs)
         if resp.status_code == 409:

@@ -347,6 +347,10 @@ class MAASContractServer:
             problem = "Missing OAuth parameters: oauth_nonce, oauth_timestamp"
         elif params.get("oauth_version", "1.0") != "1.0":
             problem = "Unsupported OAuth version"
+        elif abs(time.time() - int(params["oauth_timestamp"])) > 300:
+            # python-oauth's server (MAAS's piston) allows 300 s between the two clocks
+            problem = (f"Expired timestamp: given {params['oauth_timestamp']} and now "
+                       f"{int(time.time())} has a greater difference than threshold 300")
         elif (params["oauth_nonce"], params["oauth_timestamp"]) in self.nonces:
             problem = "Nonce already used"
         if problem:

@@ -188,3 +188,14 @@ def test_secrets_echoed_by_maas_are_masked_in_errors(client: MAASClient, maas_se
         client.update_machine("abc123", {"power_parameters_power_pass": Secret("hunter2-bmc")})
     assert "hunter2-bmc" not in str(exc.value) and "***" in str(exc.value)
     assert exc.value.system_id == "abc123"
+
+
+def test_skewed_clock_gets_a_clock_hint(client: MAASClient, maas_server, monkeypatch):
+    import time
+
+    import oauthlib.oauth1.rfc5849 as rfc5849
+
+    monkeypatch.setattr(rfc5849, "generate_timestamp", lambda: str(int(time.time()) - 900))
+    with pytest.raises(MAASAuthError, match="Expired timestamp") as exc:
+        client.version()
+    assert "clock" in (exc.value.hint or "")
