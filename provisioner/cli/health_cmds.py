@@ -18,7 +18,13 @@ from provisioner.health.bisect import parse_groups, shell_runner
 from provisioner.health.errors import HealthInputError
 from provisioner.health.junit import render_junit, write_atomic
 from provisioner.health.model import HostReport, RemedyKind, Status, Verdict
-from provisioner.health.service import golden_hosts, latest_report, remedy_of, run_site_health
+from provisioner.health.service import (
+    golden_hosts,
+    incidents,
+    latest_report,
+    remedy_of,
+    run_site_health,
+)
 from provisioner.health.ticket import render_text, work_order
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
@@ -136,6 +142,7 @@ def hosts_cmd(
         h = rec.facts.get("health", {})
         rows.append({"host": name, "state": rec.state.value, "verdict": h.get("verdict"),
                      "clean_streak": h.get("clean_streak"), "remedy": (h.get("remedy") or {}).get("kind"),
+                     "incidents_30d": incidents(store, name) if h else 0,
                      "last_run": h.get("run_id"), "reason": rec.reason})
     if as_json:
         print_json(rows)
@@ -145,11 +152,12 @@ def hosts_cmd(
             typer.echo(row["host"])
         return
     table = Table(title=f"site {s.name}: {len(rows)} hosts")
-    for col in ("host", "state", "verdict", "streak", "remedy", "reason"):
+    for col in ("host", "state", "verdict", "streak", "remedy", "incidents 30d", "reason"):
         table.add_column(col)
     for row in rows:
         table.add_row(*(str(row[k] if row[k] is not None else "") for k in
-                        ("host", "state", "verdict", "clean_streak", "remedy", "reason")))
+                        ("host", "state", "verdict", "clean_streak", "remedy", "incidents_30d",
+                         "reason")))
     console.print(table)
 
 
@@ -179,7 +187,7 @@ def ticket(
     location = f"rack {h.rack} U{h.u}" + (f" ({where})" if where else "")
     facts = store.get(host).facts
     wo = work_order(rep, site=s.name, location=location, host_serial=facts.get("serial"),
-                    bmc=h.bmc.address)
+                    bmc=h.bmc.address, incidents_30d=incidents(store, host))
     text = wo.model_dump_json(indent=2) + "\n" if as_json else render_text(wo)
     if output is not None:
         write_atomic(output, text)

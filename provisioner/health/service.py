@@ -202,3 +202,19 @@ def failed_hosts_for(store: StateStore, kind: RemedyKind) -> list[str]:
     return [r.name for r in store.all()
             if r.state is NodeState.FAILED and r.reason.startswith(REASON_PREFIX)
             and remedy_of(r.facts) is kind]
+
+
+def incidents(store: StateStore, host: str, *, days: float = 30.0, now: datetime | None = None) -> int:
+    """How many times the host went from passing to needing attention in the last ``days``:
+    the few hosts that break again and again stand out (one incident spans consecutive failed
+    runs)."""
+    now = now or datetime.now(UTC)
+    runs = [r for r in reversed(store.health_history(host, limit=500))
+            if (now - r.ts).total_seconds() <= days * 86400]
+    count, failing = 0, False
+    for run in runs:
+        bad = run.verdict == Verdict.NEEDS_ATTENTION
+        if bad and not failing:
+            count += 1
+        failing = bad
+    return count

@@ -32,12 +32,13 @@ class WorkOrder(BaseModel):
     checked_at: str
     created_at: str
     remedy: RemedyKind
+    incidents_30d: int = 0
     items: list[WorkItem]
 
 
 def work_order(
     report: HostReport, *, site: str, location: str, host_serial: str | None = None,
-    bmc: str | None = None,
+    bmc: str | None = None, incidents_30d: int = 0,
 ) -> WorkOrder:
     """A work order from a host's failing results (every fail/error, worst remedy first)."""
     failing = sorted(
@@ -55,7 +56,7 @@ def work_order(
         host=report.host, site=site, location=location, host_serial=host_serial, bmc=bmc,
         run_id=report.run_id, checked_at=report.started_at,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        remedy=report.remedy.kind, items=items,
+        remedy=report.remedy.kind, incidents_30d=incidents_30d, items=items,
     )
 
 
@@ -68,6 +69,8 @@ def render_text(wo: WorkOrder) -> str:
         f"BMC:          {wo.bmc or '-'}",
         f"Health run:   {wo.run_id} at {wo.checked_at}",
         f"Action:       {wo.remedy.value}",
+        f"Incidents:    {wo.incidents_30d} in the last 30 days"
+        + ("  (repeat offender: consider replacing the whole node)" if wo.incidents_30d >= 3 else ""),
         "",
     ]
     if not wo.items:

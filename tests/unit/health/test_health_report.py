@@ -85,10 +85,12 @@ def test_junit(tmp_path):
 def test_work_order_lists_worst_first():
     rep = judge(report(res("a", Status.FAIL, RemedyKind.RESET_GPU),
                        res("b", Status.FAIL, RemedyKind.REPAIR, "HCA mlx5_3 port GUID 0x1")), 3, 0)
-    wo = work_order(rep, site="s", location="rack r1 U3", host_serial="SN123", bmc="10.0.0.3")
+    wo = work_order(rep, site="s", location="rack r1 U3", host_serial="SN123", bmc="10.0.0.3",
+                    incidents_30d=4)
     assert [i.check for i in wo.items] == ["b", "a"] and wo.remedy is RemedyKind.REPAIR
     text = render_text(wo)
     assert "Host serial:  SN123" in text and "1. [repair] HCA mlx5_3 port GUID 0x1" in text
+    assert "4 in the last 30 days  (repeat offender" in text
     assert "     line one" in text
     empty = work_order(judge(report(res("a", Status.PASS)), 3, 0), site="s", location="x")
     assert "nothing to repair" in render_text(empty)

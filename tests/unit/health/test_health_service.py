@@ -3,6 +3,7 @@ golden streaks from history, maintenance left alone; SSH targets from the invent
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from provisioner.health.service import (
     expectations,
     failed_hosts_for,
     golden_hosts,
+    incidents,
     latest_report,
     record,
     remedy_of,
@@ -71,6 +73,16 @@ def test_failed_hosts_by_remedy(store: StateStore) -> None:
     assert failed_hosts_for(store, RemedyKind.RESET_GPU) == ["a"]
     assert failed_hosts_for(store, RemedyKind.REIMAGE) == []
     assert remedy_of(store.get("b").facts) is None
+
+
+def test_repeat_offenders_count_incidents_not_runs(store: StateStore) -> None:
+    for statuses in ([Status.FAIL], [Status.FAIL], [Status.PASS], [Status.FAIL], [Status.PASS],
+                     [Status.FAIL]):
+        record(store, rep("a", *statuses))
+    assert incidents(store, "a") == 3
+    assert incidents(store, "b") == 0
+    later = datetime.now(UTC) + timedelta(days=31)
+    assert incidents(store, "a", now=later) == 0
 
 
 def test_deploy_failure_is_not_cleared_by_a_health_run(store: StateStore) -> None:
