@@ -138,3 +138,16 @@ def test_csv_errors_name_line():
 
 def test_schema_text_is_json():
     assert json.loads(schema_text())["title"].startswith("provisioner cabling")
+
+
+def test_json_manifest_fast_path_and_error_lines(tmp_path, fixtures):
+    m = load_manifest(fixtures / "small-fabric.yaml")
+    good = tmp_path / "m.json"
+    good.write_text(m.model_dump_json(indent=1))
+    assert load_manifest(good).model_dump() == m.model_dump()
+    data = json.loads(good.read_text())
+    data["devices"][1]["kind"] = "router"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data, indent=1))
+    with pytest.raises(CablingInputError, match=r"bad.json:\d+: \[devices.1.kind\]"):
+        load_manifest(bad)
