@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provisioner.exceptions import InventoryError
 
@@ -32,6 +33,7 @@ class HealthSettings(BaseModel):
     parallel: int = Field(default=32, ge=1, le=1024)
     ssh_port: int = Field(default=22, ge=1, le=65535)
     known_hosts: str | None = None  # default: the user's ~/.ssh/known_hosts
+    ssh_options: list[str] = Field(default_factory=list)  # e.g. ["ProxyJump=bastion.dc1"]
     connect_timeout_s: int = Field(default=10, ge=1)
     command_timeout_s: float = Field(default=600.0, gt=0)
     counter_interval_s: float = Field(default=5.0, ge=0)
@@ -52,6 +54,14 @@ class HealthSettings(BaseModel):
     ib_bw_min_fraction: float = Field(default=0.9, gt=0, le=1)  # of the port's rated speed
     ib_bw_duration_s: int = Field(default=5, ge=1, le=600)
     ib_bw_port: int = Field(default=18515, ge=1024, le=65000)
+
+    @field_validator("ssh_options")
+    @classmethod
+    def _ssh_options(cls, v: list[str]) -> list[str]:
+        for opt in v:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*=\S.*", opt):
+                raise ValueError(f"{opt!r} is not an ssh -o option like 'ProxyJump=bastion'")
+        return v
 
     @classmethod
     def from_site_block(cls, block: dict[str, Any], file: str | None = None) -> HealthSettings:

@@ -147,7 +147,8 @@ def run_site_health(
         return summary
     if client is None:
         client = SshClient(connect_timeout_s=settings.connect_timeout_s,
-                           command_timeout_s=settings.command_timeout_s)
+                           command_timeout_s=settings.command_timeout_s,
+                           options=settings.ssh_options)
     plans = [HostPlan(ssh_target(site, h, settings), expectations(site, h, settings)) for h in chosen]
     raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel,
                       on_done=on_checked)

@@ -42,7 +42,10 @@ class SshResult:
 class SshClient:
     """Runs commands on hosts; one instance is shared by the runner's worker threads."""
 
-    def __init__(self, *, connect_timeout_s: int = 10, command_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, *, connect_timeout_s: int = 10, command_timeout_s: float = 600.0,
+        options: list[str] | None = None,
+    ) -> None:
         exe = shutil.which("ssh")
         if exe is None:
             raise SshUnavailable(
@@ -52,6 +55,7 @@ class SshClient:
         self.exe = exe
         self.connect_timeout_s = connect_timeout_s
         self.command_timeout_s = command_timeout_s
+        self.options = list(options or [])  # site-wide -o options (ProxyJump, Ciphers...)
 
     def argv(self, target: SshTarget, remote: str) -> list[str]:
         """The ssh command line for ``remote`` on ``target``."""
@@ -69,6 +73,8 @@ class SshClient:
             argv += ["-i", str(target.key), "-o", "IdentitiesOnly=yes"]
         if target.known_hosts is not None:
             argv += ["-o", f"UserKnownHostsFile={target.known_hosts}"]
+        for opt in self.options:
+            argv += ["-o", opt]
         return [*argv, f"{target.user}@{target.address}", remote]
 
     def run(self, target: SshTarget, remote: str, stdin: str = "") -> SshResult:

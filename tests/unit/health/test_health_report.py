@@ -120,6 +120,8 @@ def test_bad_health_settings_name_the_key():
         HealthSettings.from_site_block({"parallel": 0}, file="site.yml")
     with pytest.raises(InventoryError, match=r"settings\.health\.colour"):
         HealthSettings.from_site_block({"colour": "red"})
+    with pytest.raises(InventoryError, match="ProxyJump=bastion"):
+        HealthSettings.from_site_block({"ssh_options": ["-J bastion"]})
 
 
 def test_ssh_client_missing_is_not_ready(monkeypatch):
@@ -136,11 +138,12 @@ def test_ssh_client_missing_is_not_ready(monkeypatch):
 def test_ssh_argv_is_non_interactive(tmp_path):
     from provisioner.health.ssh import SshClient, SshTarget
 
-    argv = SshClient(connect_timeout_s=7).argv(
+    argv = SshClient(connect_timeout_s=7, options=["ProxyJump=bastion"]).argv(
         SshTarget("h", "10.0.0.5", "provision", 2222, tmp_path / "key", tmp_path / "kh"), "bash -s")
     text = " ".join(argv)
     for opt in ("BatchMode=yes", "ConnectTimeout=7", "StrictHostKeyChecking=accept-new",
-                f"UserKnownHostsFile={tmp_path / 'kh'}", "-p 2222", f"-i {tmp_path / 'key'}"):
+                f"UserKnownHostsFile={tmp_path / 'kh'}", "-p 2222", f"-i {tmp_path / 'key'}",
+                "-o ProxyJump=bastion"):
         assert opt in text
     assert argv[-2:] == ["provision@10.0.0.5", "bash -s"]
 
