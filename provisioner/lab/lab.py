@@ -190,12 +190,14 @@ def up(plan: LabPlan) -> LabStatus:
     """Build the lab described by ``plan``, or repair it; a second call changes nothing."""
     daemons.require_tools(plan.firmware)
     with lab_lock(plan):
+        # Both refusals come before anything is built, so a refused lab leaves nothing.
+        network.check_conflicts(plan)
+        sitegen.check_site_writable(plan)
         _up(plan)
     return status(plan)
 
 
 def _up(plan: LabPlan) -> None:
-    network.check_conflicts(plan)
     daemons.ensure_daemons()
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     # qemu runs as libvirt-qemu and must reach the disks and console logs below.
@@ -397,6 +399,9 @@ def _remove_state_dir(plan: LabPlan) -> list[str]:
     """
     if not plan.state_dir.is_dir():
         return []
+    if plan.state_dir == STATE_ROOT / plan.netns:  # the default: the whole dir is the lab's
+        shutil.rmtree(plan.state_dir)
+        return [str(plan.state_dir)]
     removed = []
     for entry in sorted(plan.state_dir.iterdir()):
         if not _STATE_ENTRY.match(entry.name):

@@ -148,6 +148,7 @@ def test_a_second_lab_on_the_same_addresses_is_refused(lab, monkeypatch):
     assert not netns_exists("plabclash")
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0 and "nothing to remove" in res.output
+    assert lab.site_path.exists()  # plabit's site is not plabclash's to remove
 
 
 def _root_links() -> set[str]:
