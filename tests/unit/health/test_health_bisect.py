@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -69,15 +70,22 @@ def test_shell_runner_timeout_counts_as_failure():
     assert rc == 124 and "timed out" in out
 
 
+SITE = str(Path(__file__).resolve().parents[2] / "fixtures" / "health" / "site-48")
+
+
 def test_cli_names_the_planted_bad_host(tmp_path, monkeypatch):
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    cmd = "case ,{hosts}, in *,gpu-r02-u17,*) exit 1;; esac"
-    res = CliRunner().invoke(app, ["bisect", "--site", "example", "gpu-*", "--groups", "4,8",
+    # The planted fault: any group containing gpu-r2-u17 fails, like a hung all-reduce would.
+    cmd = "case ,{hosts}, in *,gpu-r2-u17,*) exit 1;; esac"
+    res = CliRunner().invoke(app, ["bisect", "--site", SITE, "gpu-*", "--groups", "6,8",
                                    "--command", cmd, "--json"])
     assert res.exit_code == ExitCode.PARTIAL_FAILURE, res.output
     doc = json.loads(res.stdout)
-    assert doc["suspects"] == ["gpu-r02-u17"]
-    assert len(doc["groups"]) == 12 and sum(g["rc"] != 0 for g in doc["groups"]) == 2
-    res = CliRunner().invoke(app, ["bisect", "--site", "example", "gpu-r01-*", "--groups", "4,4",
+    assert doc["suspects"] == ["gpu-r2-u17"] and not doc["ambiguous"]
+    assert len(doc["groups"]) == 14 and sum(g["rc"] != 0 for g in doc["groups"]) == 2
+    res = CliRunner().invoke(app, ["bisect", "--site", SITE, "gpu-*", "--groups", "6,8",
+                                   "--command", cmd])
+    assert "suspects: gpu-r2-u17" in res.output
+    res = CliRunner().invoke(app, ["bisect", "--site", SITE, "gpu-r1-*", "--groups", "4,6",
                                    "--command", "true {hosts}"])
     assert res.exit_code == 0 and "no host is in a failing group" in res.output
