@@ -30,6 +30,7 @@ from provisioner.deploy.maas.disks import choose_root_disk, describe_hint
 from provisioner.deploy.maas.errors import MAASError, MAASTimeout
 from provisioner.deploy.maas.models import Interface, Machine
 from provisioner.deploy.maas.plan import HostPlan, MAASPlan
+from provisioner.deploy.maas.poller import StatePoller
 from provisioner.deploy.maas.settings import MAASSettings, maas_settings, resolve_api_key
 from provisioner.deploy.maas.status import BUSY, RELEASABLE, NodeStatus
 from provisioner.deploy.maas.userdata import encode, user_data
@@ -103,6 +104,7 @@ class MAASBackend(DeployBackend):
         self._clock = clock
         self._user: str | None = None
         self._known_tags: set[str] = set()
+        self._state_poller: StatePoller | None = None
         self._lock = threading.Lock()
 
     # -- set-up -------------------------------------------------------------------------
@@ -672,10 +674,42 @@ class MAASBackend(DeployBackend):
     ) -> Machine:
         """Poll until the machine reaches a ``want`` state; raise on a failure state or timeout."""
         assert self._settings is not None
+        poller = self._poller(client)
+        try:
+            return self._poll(client, poller, system_id, host, phase=phase, want=want,
+                              timeout_s=timeout_s, progress=progress)
+        finally:
+            poller.forget(system_id)
+
+    def _poller(self, client: MAASClient) -> StatePoller:
+        with self._lock:
+            if self._state_poller is None:
+                assert self._settings is not None
+                # Slightly under the interval, so that each waiter sees a new read per round.
+                self._state_poller = StatePoller(
+                    client, max_age_s=self._settings.poll_interval_s * 0.9, clock=self._clock
+                )
+            return self._state_poller
+
+    def _poll(
+        self,
+        client: MAASClient,
+        poller: StatePoller,
+        system_id: str,
+        host: str,
+        *,
+        phase: str,
+        want: set[NodeStatus],
+        timeout_s: float,
+        progress: ProgressFn | None,
+    ) -> Machine:
+        assert self._settings is not None
         deadline = self._clock() + timeout_s
         last: str | None = None
+        fresh = True  # the first read follows an action: never a cached state
         while True:
-            machine = client.machine(system_id)
+            machine = poller.read(system_id, fresh=fresh)
+            fresh = False
             status = machine.node_status
             shown = machine.status_name + (
                 f": {machine.status_message}" if machine.status_message else ""

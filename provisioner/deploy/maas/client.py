@@ -303,11 +303,16 @@ class MAASClient:
     # -- machines -----------------------------------------------------------------------
 
     def machines(
-        self, *, mac_addresses: Iterable[str] = (), hostnames: Iterable[str] = ()
+        self,
+        *,
+        mac_addresses: Iterable[str] = (),
+        hostnames: Iterable[str] = (),
+        system_ids: Iterable[str] = (),
     ) -> list[Machine]:
-        """``GET /machines/`` filtered by MAC addresses and/or host names (OR within a kind)."""
+        """``GET /machines/`` filtered by MACs, host names and/or system_ids (OR within a kind)."""
         params = [("mac_address", m.lower()) for m in mac_addresses]
         params += [("hostname", h) for h in hostnames]
+        params += [("id", s) for s in system_ids]
         data = self._get("machines/", params=params)
         return [_parse(Machine, m, "GET machines/") for m in data or []]
 

@@ -128,6 +128,8 @@ class MAASContractServer:
         self.tag_members: dict[str, set[str]] = {}
         self.actions: list[Action] = []
         self.auth_failures = 0
+        self.list_requests = 0  # GET /machines/ (filtered reads)
+        self.machine_reads = 0  # GET /machines/{system_id}/
         self.nonces: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
         self._template = _load("machine.json")
@@ -403,12 +405,16 @@ class MAASContractServer:
         if request.method == "GET" and op is None:
             macs = [m.lower() for m in request.args.getlist("mac_address")]
             names = request.args.getlist("hostname")
+            ids = request.args.getlist("id")
+            self.list_requests += 1
             out = []
             for m in self.machines.values():
                 self._advance(m)
                 if macs and not set(macs) & set(m.macs):
                     continue
                 if names and m.record["hostname"] not in names:
+                    continue
+                if ids and m.record["system_id"] not in ids:
                     continue
                 out.append(m.record)
             return out
@@ -455,6 +461,7 @@ class MAASContractServer:
         status = m.record["status"]
         if request.method == "GET":
             if op is None:
+                self.machine_reads += 1
                 return m.record
             if op == "power_parameters":
                 return dict(m.power)
