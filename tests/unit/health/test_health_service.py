@@ -99,15 +99,15 @@ def test_maintenance_host_keeps_its_state(store: StateStore) -> None:
     assert "state left as maintenance" in store.events("m")[-1].message
 
 
-def test_targets_and_expectations_from_the_example_site() -> None:
-    site = load_site(REPO / "inventory" / "example")
+def test_targets_and_expectations_from_a_site() -> None:
+    site = load_site(REPO / "tests" / "fixtures" / "health" / "site-48")
     host = site.hosts[0]
     settings = HealthSettings(ssh_port=2200)
     t = ssh_target(site, host, settings)
     assert (t.address, t.user, t.port) == (str(host.addresses["provisioning"]), "provision", 2200)
     e = expectations(site, host, settings)
     assert (e.gpus, e.ib_ports, e.ib_rate_gbps, e.nvswitch) == (8, 8, 400, True)
-    bare = type(host)(name="x", rack="r01", u=1, profile=host.profile, bmc=host.bmc,
+    bare = type(host)(name="x", rack="r1", u=1, profile=host.profile, bmc=host.bmc,
                       provisioning_mac=None, root_disk=None, addresses={})
     with pytest.raises(HealthInputError, match="no provisioning address"):
         ssh_target(site, bare, settings)
