@@ -25,7 +25,9 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
         "settings": {
             "deploy_backend": "embedded",
             "ntp_servers": [str(plan.host_uplink_address)],
-            "uplink_gbps": 1,
+            # The "uplink" is a veth: room for every VM in one wave (10 Gb/s each, the
+            # embedded backend's default host link).
+            "uplink_gbps": 10 * len(hosts),
             "ssh_user": "provision",
             "ssh_authorized_keys": [ssh_public_key],
             "ssh_private_key": str(ssh_private_key),

@@ -87,7 +87,9 @@ def domain_xml(plan: LabPlan, host: LabHost) -> str:
     devices = _sub(dom, "devices")
     for k, serial in enumerate(host.disk_serials, start=1):
         disk = _sub(devices, "disk", type="file", device="disk")
-        _sub(disk, "driver", name="qemu", type="qcow2", discard="unmap")
+        # A throwaway lab disk needs no flushes; "unsafe" makes image writes several times
+        # faster under TCG on a loaded machine.
+        _sub(disk, "driver", name="qemu", type="qcow2", discard="unmap", cache="unsafe")
         _sub(disk, "source", file=str(plan.disk_path(host, k)))
         _sub(disk, "target", dev=f"vd{chr(ord('a') + k - 1)}", bus="virtio")
         _sub(disk, "serial", serial)

@@ -26,6 +26,7 @@ def test_bios_domain_is_tcg_with_pxe_first_then_the_root_disk():
     booting = [d for d in disks if d.find("boot") is not None]
     assert [d.findtext("serial") for d in booting] == ["PLAB-HOST01-DISK2"]
     assert booting[0].find("boot").get("order") == "2"
+    assert {d.find("driver").get("cache") for d in disks} == {"unsafe"}
     assert disks[0].find("target").get("dev") == "vda"  # enumerated first, not the root disk
     assert disks[1].find("source").get("file") == str(plan.disk_path(host, 2))
     prov, data = dom.findall("devices/interface")
