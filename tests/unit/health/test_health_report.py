@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -155,5 +156,6 @@ def test_ticket_before_any_health_run(tmp_path, monkeypatch):
     from provisioner.exceptions import ExitCode
 
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    res = CliRunner().invoke(app, ["ticket", "--site", "example", "gpu-r01-u03"])
+    site = str(Path(__file__).resolve().parents[2] / "fixtures" / "health" / "site-48")
+    res = CliRunner().invoke(app, ["ticket", "--site", site, "gpu-r1-u03"])
     assert res.exit_code == ExitCode.NOT_READY and "provision health" in res.output
