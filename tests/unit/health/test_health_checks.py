@@ -275,3 +275,23 @@ def test_fabric_manager_log_sxids_warn():
     fm = corpus_path("pcie-gpu", "dmesg-nvrm-xid-gpud", "fabricmanager.log").read_text()
     r = run(secs(kernel_log="", fabricmanager_log=fm))["nvswitch.sxid"]
     assert r.status is Status.WARN and r.observed["events"] == {"12028@0000:86:00.0": 1}
+
+
+def test_real_a10_pending_row_remap_needs_a_gpu_reset():
+    nvsmi = corpus_path("pcie-gpu", "nvidia-smi-q-8xh100-and-others-gpud",
+                        "nvidia-smi-query.535.129.03.out.0.valid.a10").read_text()
+    exp = Expectations(gpus=1, gpu_model="A10", settings=HealthSettings(dcgm_exporter=False))
+    res = run(secs(nvsmi=nvsmi), exp)
+    r = res["gpu.row_remap"]
+    assert r.status is Status.FAIL and r.remedy.kind is RemedyKind.RESET_GPU
+    assert r.remedy.part == "GPU at PCI 0000:07:00.0 module 1 serial 1324521052681"
+    assert res["gpu.count"].status is Status.PASS and res["gpu.ecc"].status is Status.PASS
+
+
+def test_real_consumer_gpus_fail_ecc():
+    nvsmi = corpus_path("pcie-gpu", "nvidia-smi-q-8xh100-and-others-gpud",
+                        "nvidia-smi-query.535.154.05.out.0.valid").read_text()
+    exp = Expectations(gpus=8, gpu_model="H100", settings=HealthSettings(dcgm_exporter=False))
+    res = run(secs(nvsmi=nvsmi), exp)
+    assert res["gpu.ecc"].status is Status.FAIL and res["gpu.ecc"].remedy.kind is RemedyKind.REIMAGE
+    assert res["gpu.count"].status is Status.FAIL and "are not H100" in res["gpu.count"].summary
