@@ -83,7 +83,7 @@ _XID154_ACTION = (
 )
 
 _XID = re.compile(
-    r"NVRM: Xid \((?P<bus>PCI:[0-9A-Fa-f:.]+)\): (?P<code>\d+),?\s*(?P<msg>.*)$"
+    r"NVRM: Xid \((?P<bus>(?:PCI:)?[0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)\): (?P<code>\d+),?\s*(?P<msg>.*)$"
 )
 # e.g. "nvidia-nvswitch3: SXid (PCI:0000:c8:00.0): 12028, Non-fatal, Link 41 egress ..."
 _SXID = re.compile(

@@ -77,3 +77,8 @@ def test_xid_154_follows_the_drivers_stated_action_and_unknown_xids_are_flagged(
     assert events[0].action is XidAction.REBOOT
     assert events[1].action is XidAction.UNKNOWN
     assert classify_xid(154, "changed from 0x0 (None) to 0x1 (GPU Reset Required)")[1] is XidAction.RESET_GPU
+
+
+def test_older_driver_format_without_pci_prefix():
+    (e,) = parse_kernel_log(["[ 1234.5] NVRM: Xid (0000:3b:00): 79, GPU has fallen off the bus."])
+    assert e.bus_id == "0000:3b:00.0" and e.code == 79
