@@ -38,7 +38,7 @@ def bmc_for_client(
     system = probe.system()
     vendor = detect_vendor(client.root, system) or vendor_hint
     bmc = vendor_class(vendor)(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac)
-    bmc._system_path, bmc._system = probe._system_path, system
+    bmc._system_path, bmc._system, bmc._system_at = probe._system_path, system, probe._system_at
     return bmc
 
 

@@ -76,6 +76,7 @@ class RedfishBMC:
         self._clock = clock
         self._system_path: str | None = None
         self._system: dict[str, Any] | None = None
+        self._system_at = 0.0
         self._nics: list[NicPort] | None = None
         self._ib_ports: list[dict[str, Any]] = []
         self.warnings: list[str] = []
@@ -107,10 +108,12 @@ class RedfishBMC:
         hosts = [m for m in members if not m.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")]
         return (hosts or members)[0]
 
-    def system(self, *, refresh: bool = False) -> dict[str, Any]:
-        """The ComputerSystem resource (cached unless ``refresh``)."""
-        if self._system is None or refresh:
+    def system(self, *, refresh: bool = False, max_age_s: float | None = None) -> dict[str, Any]:
+        """The ComputerSystem resource: cached, re-read if ``refresh`` or older than max_age_s."""
+        stale = max_age_s is not None and self._clock() - self._system_at > max_age_s
+        if self._system is None or refresh or stale:
             self._system = self.client.get(self.system_path())
+            self._system_at = self._clock()
         return self._system
 
     # -- power --------------------------------------------------------------------------
@@ -471,7 +474,8 @@ class RedfishBMC:
 
     def discover(self) -> HostFacts:
         """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
-        system = self.system(refresh=True)
+        # Opening the BMC has just read the System; a second read would cost a round trip.
+        system = self.system(max_age_s=5.0)
         facts = HostFacts(
             manufacturer=_text(system.get("Manufacturer")),
             model=_text(system.get("Model")),

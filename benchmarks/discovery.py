@@ -1,0 +1,109 @@
+"""How discovery scales: N emulated BMCs that each answer every request after a delay.
+
+One sushy-emulator (fake driver) serves one system; a proxy (tests/fixtures/redfish/bmcproxy.py)
+listens on N loopback addresses, each one a BMC, and answers each request after ``--delay``
+seconds (BMC latency). Identical GETs are answered from the proxy's memory so the emulator's
+CPU does not limit what is measured: the client's parallelism and round trips.
+
+Prints the wall time of discovering 1 BMC and N BMCs, their ratio and requests per host, and
+ends with one ``RESULT`` line. Usage: python benchmarks/discovery.py [--n 512] [--delay 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from provisioner.bmc.discovery import DiscoveryTarget, discover_all  # noqa: E402
+from provisioner.bmc.factory import open_redfish  # noqa: E402
+from provisioner.inventory import NicRule  # noqa: E402
+from provisioner.redfish.client import ClientOptions  # noqa: E402
+from provisioner.secrets import Secret  # noqa: E402
+from tests.fixtures.redfish.peers import (  # noqa: E402
+    fake_system,
+    fault_proxy,
+    sushy_emulator,
+    write_emulator_config,
+)
+
+UUID = "0b0e5a0c-6f2b-4a39-9c1e-5a7d3c2b1a00"
+DISKS = [{"Id": f"d{i}", "Name": f"disk {i}", "CapacityBytes": 3840755982336,
+          "Protocol": "NVMe"} for i in range(1, 4)]
+
+
+def address(i: int) -> str:
+    """The loopback address of emulated BMC ``i`` (127.100.x.y: all route to lo on Linux)."""
+    return f"127.100.{i // 250}.{i % 250 + 1}"
+
+
+def run(urls: list[str], parallel: int, timeout_s: float) -> tuple[float, list[int], int]:
+    """Discover every URL; return wall seconds, requests per host, failures."""
+    options = ClientOptions(verify_tls=False, timeout_s=timeout_s, retries=1)
+    rule = NicRule(mac_prefix="52:54:00:18:00")
+    targets = [
+        DiscoveryTarget(url, partial(open_redfish, url, "admin", Secret("unused"), options,
+                                     nic_rule=rule))
+        for url in urls
+    ]
+    start = time.perf_counter()
+    cpu = time.process_time()
+    results = discover_all(targets, max_parallel=parallel)
+    wall = time.perf_counter() - start
+    print(f"  {len(urls)} BMCs: wall {wall:.2f} s, client CPU {time.process_time() - cpu:.2f} s",
+          file=sys.stderr)
+    requests = [int(r.facts.extra["requests"]) for r in results if r.facts]
+    failed = [r for r in results if not r.ok]
+    for res in failed[:5]:
+        print(f"  failed: {res.host}: {res.reason}: {res.error}", file=sys.stderr)
+    return wall, requests, len(failed)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=512, help="number of BMCs (default 512)")
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds per BMC answer")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="discovery threads (default: N)")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    parallel = args.parallel or args.n
+
+    with tempfile.TemporaryDirectory(prefix="bench-discovery-") as tmp:
+        tmpdir = Path(tmp)
+        conf = write_emulator_config(
+            tmpdir / "emu", [fake_system(UUID, "bench", ["52:54:00:18:00:01",
+                                                         "52:54:00:18:01:01"], "On")],
+            drives={UUID: DISKS})
+        with sushy_emulator(conf) as upstream, fault_proxy(
+            upstream, tmpdir, listen=[address(i) for i in range(args.n)],
+            args=["--delay", str(args.delay), "--cache-gets"],
+        ) as urls:
+            run(urls[:1], 1, 30)  # warm the proxy's cache; not measured
+            one, req_one, fail_one = run(urls[:1], 1, 30)
+            many, req_many, fail_many = run(urls, parallel, 60)
+    ratio = many / one
+    per_host = statistics.mean(req_many) if req_many else 0.0
+    print(f"BMC answer delay        {args.delay * 1000:.0f} ms")
+    print(f"discover 1 BMC          {one:.2f} s  ({req_one[0] if req_one else 0} requests)")
+    print(f"discover {args.n} BMCs {' ' * max(0, 10 - len(str(args.n)))}{many:.2f} s  "
+          f"({parallel} threads, {fail_many} failed)")
+    print(f"ratio N/1               {ratio:.2f} (target <= 2)")
+    print(f"requests per host       {per_host:.1f}")
+    print(f"RESULT n={args.n} delay_ms={args.delay * 1000:.0f} t1_s={one:.2f} "
+          f"tn_s={many:.2f} ratio={ratio:.2f} requests_per_host={per_host:.1f} "
+          f"failed={fail_many + fail_one}")
+    return 0 if fail_many + fail_one == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
