@@ -236,6 +236,23 @@ def test_status_shows_vms_and_answering_bmcs(lab):
     ]
 
 
+def test_up_repairs_a_dead_bmc_and_a_lost_link_and_grows_the_lab(lab):
+    dead = lab.host(2)
+    bmc_pid = int((lab.bmc_dir(dead) / "sushy.pid").read_text())
+    os.kill(bmc_pid, 9)
+    subprocess.run(["ip", "link", "del", dead.data_veth_host], check=True)
+    res = runner.invoke(app, ["lab", "up", "--hosts", "3"])
+    assert res.exit_code == 0, res.output
+    assert dead.data_veth_host in _root_links()
+    doc = json.loads(runner.invoke(app, ["lab", "status", "--json"]).output)
+    assert doc["up"] is True
+    assert [h["name"] for h in doc["hosts"]] == ["lab-host01", "lab-host02", "lab-host03"]
+    assert doc["hosts"][1]["bmc_pid"] != bmc_pid
+    assert [h.name for h in load_site("lab").hosts][-1] == "lab-host03"
+    shrink = runner.invoke(app, ["lab", "up", "--hosts", "2"])
+    assert shrink.exit_code == 2 and "provision lab down" in shrink.output
+
+
 def test_down_after_a_crash_leaves_nothing(lab):
     bmc_pids = netns_pids(NETNS)
     # What a crash and a deploy leave behind: a dead BMC, a lost manifest, a stray dnsmasq.
