@@ -10,8 +10,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import BMC_PASSWORD, requests_for
 from maas_contract_server import DEPLOYED, FAILED_DEPLOYMENT, NEW, READY, MAASContractServer
+from maas_testsite import BMC_PASSWORD, requests_for
 
 from provisioner.deploy.base import DeployOutcome, DeployRequest, backend_class
 from provisioner.deploy.maas import MAASBackend

@@ -6,8 +6,8 @@ documentation; it is not MAAS.
 
 from __future__ import annotations
 
-from conftest import BMC_PASSWORD, requests_for
 from maas_contract_server import DEPLOYED, NEW, READY, MAASContractServer
+from maas_testsite import BMC_PASSWORD, requests_for
 
 from provisioner.deploy.maas import MAASBackend
 from provisioner.inventory import Site

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import write_site
 from maas_contract_server import DEPLOYED, MAASContractServer
+from maas_testsite import write_site
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
