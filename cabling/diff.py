@@ -162,9 +162,15 @@ def _swap(
     manifest: Manifest, a: AnyPort, x: AnyPort, y: AnyPort, b: AnyPort,
     devices: Mapping[str, Device], ia: int, ib: int,
 ) -> Finding:
-    # Found a-b and y-x; planned a-x and y-b. Name the two ends that sit side by side.
-    if x.device.casefold() == b.device.casefold() or a.device.casefold() != y.device.casefold():
-        p1, p2, e1, e2 = x, b, a, y  # swap the cables in ports x and b (a goes to x, y goes to b)
+    # Found a-b and y-x; planned a-x and y-b. Exchanging the cables in ports x and b fixes it, and
+    # so does exchanging them in a and y: name the pair that sits side by side, else on switches.
+    def score(p: AnyPort, q: AnyPort) -> int:
+        same = 2 if p.device.casefold() == q.device.casefold() else 0
+        da, db = devices.get(p.device.casefold()), devices.get(q.device.casefold())
+        return same + (1 if da is not None and db is not None and da.kind == db.kind == "switch" else 0)
+
+    if score(x, b) >= score(a, y):
+        p1, p2, e1, e2 = x, b, a, y  # a goes to x, y goes to b
     else:
         p1, p2, e1, e2 = a, y, x, b
     if p1.device.casefold() == p2.device.casefold():

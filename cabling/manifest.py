@@ -71,11 +71,6 @@ def dump_manifest(manifest: Manifest) -> str:
     return yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=120)
 
 
-def save_manifest(manifest: Manifest, path: str | Path) -> None:
-    """Write a manifest as YAML."""
-    Path(path).write_text(dump_manifest(manifest), encoding="utf-8")
-
-
 def manifest_schema() -> dict[str, Any]:
     """The JSON schema of the manifest format (published as docs/cabling-manifest.schema.json)."""
     schema = Manifest.model_json_schema()

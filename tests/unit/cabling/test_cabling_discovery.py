@@ -206,3 +206,32 @@ def test_ufm_errors(tmp_path):
     bad = [{"source_guid": "1", "source_port": "1", "destination_guid": "2", "destination_port": "1", "width": "3x"}]
     with pytest.raises(CablingInputError, match=r"links\[0\]: unknown link width"):
         parse_ufm([], [], bad)
+
+
+def test_missing_files_are_input_errors(tmp_path):
+    from cabling.csvio import import_csv
+    from cabling.sources import open_manifest
+
+    with pytest.raises(CablingInputError, match="cannot read iblinkinfo output"):
+        load_iblinkinfo(tmp_path / "none")
+    with pytest.raises(CablingInputError, match="cannot read CSV"):
+        import_csv(tmp_path / "none.csv")
+    with pytest.raises(CablingInputError, match="no manifest given"):
+        open_manifest([])
+
+
+def test_iblinkinfo_port_line_roundtrip():
+    from cabling.discovery.iblinkinfo import format_port_line
+
+    text = "Switch: 0x0002c90300000a01 MF0;l0:MQM9700/U1:\n" + format_port_line(
+        1, 3, "4x", "106.25", "Active", "LinkUp", 11, 1, "h1 mlx5_0") + "\n"
+    fab = parse_iblinkinfo(text, "x")
+    assert [(lk.a_port, lk.b_port, lk.width, lk.speed) for lk in fab.links] == [(3, 1, "4x", "NDR")]
+
+
+def test_port_refs_compare_with_endpoints():
+    from cabling.model import Endpoint, PortRef
+
+    ref = PortRef("R03-L1", "17")
+    assert ref == Endpoint(device="r03-l1", port="17") and hash(ref) == hash(PortRef("r03-l1", "17"))
+    assert repr(ref) == "PortRef('R03-L1', '17')" and ref != "r03-l1:17"

@@ -133,3 +133,30 @@ def test_ibstat_names_hosts_with_generic_descriptions(tmp_path, fixtures):
     assert ("h2", "mlx5_1") in res.down
     report = validate(m, res)
     assert any(f.kind == "down" and "h2 mlx5_1 is Polling" in f.message for f in report.findings)
+
+
+def test_cross_device_swap_names_both_ports():
+    from cabling.model import Endpoint
+
+    plan = plan_fat_tree(PlanSpec(hosts=4, hcas=2, radix=8, tiers=2))
+    sim = build_clean(plan)
+    # gpu001 mlx5_0 (leaf 1 port 1) and gpu002 mlx5_1 (leaf 2 port 2) exchange their leaf ends.
+    i = next(k for k, lk in enumerate(sim.links) if str(lk.a) == "gpu001:mlx5_0")
+    j = next(k for k, lk in enumerate(sim.links) if str(lk.a) == "gpu002:mlx5_1")
+    sim.links[i].b, sim.links[j].b = sim.links[j].b, sim.links[i].b
+    report = _run(plan, sim)
+    assert report.by_kind() == {"swapped": 1}
+    fix = report.findings[0].fix
+    assert fix.startswith("swap the cables in r002-l2 port 2 and r002-l1 port 1") or fix.startswith(
+        "swap the cables in r002-l1 port 1 and r002-l2 port 2"), fix
+    assert isinstance(plan.links[0].a, Endpoint)
+
+
+def test_hcas_crossed_at_the_host_are_swapped_there():
+    plan = plan_fat_tree(PlanSpec(hosts=4, hcas=2, radix=8, tiers=2))
+    sim = build_clean(plan)
+    i = next(k for k, lk in enumerate(sim.links) if str(lk.a) == "gpu003:mlx5_0")
+    j = next(k for k, lk in enumerate(sim.links) if str(lk.a) == "gpu003:mlx5_1")
+    sim.links[i].a, sim.links[j].a = sim.links[j].a, sim.links[i].a
+    report = _run(plan, sim)
+    assert [f.fix.split(" (")[0] for f in report.findings] == ["swap the cables in gpu003 ports mlx5_0 and mlx5_1"]
