@@ -121,6 +121,33 @@ def status_cmd(
         exit_with(ExitCode.NOT_READY)
 
 
+@lab_app.command("console")
+@handle_errors
+def console_cmd(
+    host: str = typer.Argument(..., help="Lab host name, e.g. lab-host01."),
+    lines: int = typer.Option(40, "--lines", "-n", help="How many lines to show."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new output."),
+) -> None:
+    """Show a VM's serial console (firmware, iPXE, deploy ramdisk, OS boot)."""
+    import time
+
+    from provisioner.lab.lab import console_log, tail_lines
+
+    path = console_log(host)
+    for line in tail_lines(path, lines):
+        typer.echo(line)
+    if not follow:
+        return
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        while True:
+            chunk = fh.read()
+            if chunk:
+                typer.echo(chunk.decode(errors="replace"), nl=False)
+            else:
+                time.sleep(0.5)
+
+
 def register(app: typer.Typer) -> None:
     """Add `provision lab ...` to the root app."""
     app.add_typer(lab_app, name="lab")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from provisioner.exceptions import InputError, SiteLocked
+from provisioner.exceptions import InputError, NotReady, SiteLocked
 from provisioner.lab import bmc, daemons, network, pki, sitegen, vms
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
@@ -436,3 +436,26 @@ def wait_gone(pids: list[int], timeout_s: float = 5.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def console_log(name: str, plan: LabPlan | None = None) -> Path:
+    """The serial console log of lab host ``name`` (``lab-host01`` or its domain name)."""
+    plan = plan or _knobs_plan()
+    for host in plan.lab_hosts:
+        if name in (host.name, host.domain):
+            path = plan.console_log(host)
+            if not path.exists():
+                raise NotReady(
+                    f"{host.name} has no console log yet ({path})",
+                    hint="it appears when the VM first powers on (through its BMC)",
+                )
+            return path
+    known = ", ".join(h.name for h in plan.lab_hosts)
+    raise InputError(f"lab {plan.netns!r} has no host {name!r}", hint=f"its hosts: {known}")
+
+
+def tail_lines(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of a console log, control characters removed."""
+    text = path.read_bytes()[-max(lines, 1) * 400 :].decode(errors="replace")
+    clean = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text)
+    return clean.splitlines()[-lines:] if lines > 0 else []

@@ -77,3 +77,23 @@ def test_lab_commands_refuse_to_run_twice_at_once(monkeypatch, tmp_path):
         assert "another `provision lab` command is running" in res.output
         assert runner.invoke(app, ["lab", "down"]).exit_code == 4
     assert not list((tmp_path / "lock").iterdir())
+
+
+def test_console_shows_the_tail_of_a_vms_serial_log(tmp_path):
+    import json as _json
+
+    from provisioner.lab.plan import LabPlan
+
+    plan = LabPlan.from_env()
+    plan.state_dir.mkdir(parents=True)
+    plan.manifest_path.write_text(_json.dumps({"hosts": 2}))
+    res = runner.invoke(app, ["lab", "console", "lab-host02"])
+    assert res.exit_code == 5 and "no console log yet" in res.output
+    log = plan.console_log(plan.host(2))
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"SeaBIOS\r\n\x1b[2Jline two\r\niPXE: DHCP\r\n")
+    res = runner.invoke(app, ["lab", "console", "plabcli-host02", "-n", "2"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == ["line two", "iPXE: DHCP"]
+    res = runner.invoke(app, ["lab", "console", "lab-host07"])
+    assert res.exit_code == 2 and "lab-host01, lab-host02" in res.output
