@@ -71,6 +71,7 @@ def health(
                                   help="Write node_exporter textfile metrics on each host."),
     any_state: bool = typer.Option(False, "--any-state",
                                    help="Also check hosts that are not deployed/configured."),
+    skip: list[str] = typer.Option(None, "--skip", help="Check id to leave out (repeatable)."),
 ) -> None:
     """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
     s = load_site(site_name(site))
@@ -82,7 +83,7 @@ def health(
     ) as progress:
         task = progress.add_task("checking", total=len(selected))
         summary = run_site_health(
-            s, selected, store, deep=deep, any_state=any_state, publish=textfile,
+            s, selected, store, deep=deep, any_state=any_state, publish=textfile, skip=skip,
             on_checked=lambda rep: progress.update(task, advance=1, description=f"checked {rep.host}"),
         )
     if junit is not None:

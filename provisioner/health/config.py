@@ -48,6 +48,7 @@ class HealthSettings(BaseModel):
     dcgm_exporter: bool | None = None  # expected where the host has GPUs, unless set
     gpudirect: Literal["peermem", "dmabuf"] = "peermem"
     remap_rows_warn: int = Field(default=8, ge=1)
+    skip_checks: list[str] = Field(default_factory=list)  # check ids, e.g. ["kernel.log"]
     # --deep
     dcgm_diag_level: Literal[1, 2, 3, 4] = 2
     gpu_perf_min_fraction: float = Field(default=0.9, gt=0, le=1)  # of the host's median GPU/pair

@@ -189,7 +189,11 @@ def ib_pair_bandwidth(
     plan_of = {p.target.name: p for p in plans}
     ready = [p.target.name for p in plans if p.expect.ib_ports > 0 and _fabric_devices(by_name[p.target.name])]
     extra: dict[str, list[CheckResult]] = {n: [] for n in by_name}
+    skipped = {p.target.name for p in plans if "ib.write_bw" in p.expect.settings.skip_checks}
+    ready = [n for n in ready if n not in skipped]
     for p in plans:
+        if p.target.name in skipped:
+            continue
         if p.expect.ib_ports == 0:
             extra[p.target.name].append(not_applicable("ib.write_bw", "host profile has no InfiniBand HCAs"))
         elif p.target.name not in ready:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from provisioner.exceptions import IllegalTransition
+from provisioner.exceptions import IllegalTransition, InventoryError
+from provisioner.health.checks import CHECK_IDS
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.model import HostReport, RemedyKind, Status, Verdict, judge
 from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
@@ -22,9 +23,19 @@ CHECKABLE = frozenset({NodeState.DEPLOYED, NodeState.CONFIGURED, NodeState.VALID
 REASON_PREFIX = "health: "
 
 
-def health_settings(site: Site) -> HealthSettings:
-    """The site's ``settings.health`` block, validated."""
-    return HealthSettings.from_site_block(site.settings.health, file=str(site.path))
+def health_settings(site: Site, skip: list[str] | None = None) -> HealthSettings:
+    """The site's ``settings.health`` block, validated; ``skip`` adds check ids to skip."""
+    settings = HealthSettings.from_site_block(site.settings.health, file=str(site.path))
+    if skip:
+        settings = settings.model_copy(update={"skip_checks": [*settings.skip_checks, *skip]})
+    unknown = sorted(set(settings.skip_checks) - set(CHECK_IDS) - {"ib.write_bw"})
+    if unknown:
+        raise InventoryError(
+            f"unknown check id(s) to skip: {', '.join(unknown)}", file=str(site.path),
+            key="settings.health.skip_checks",
+            hint="check ids: " + ", ".join(CHECK_IDS),
+        )
+    return settings
 
 
 def expectations(site: Site, host: Host, settings: HealthSettings) -> Expectations:
@@ -129,13 +140,14 @@ def run_site_health(
     deep: bool = False,
     any_state: bool = False,
     publish: bool = True,
+    skip: list[str] | None = None,
     on_checked: Callable[[HostReport], None] | None = None,
 ) -> HealthRunSummary:
     """Check ``hosts`` in parallel, judge them against their history, record and publish.
 
     ``on_checked`` is called from worker threads as each host's collection finishes (progress).
     """
-    settings = health_settings(site)
+    settings = health_settings(site, skip)
     store.ensure_hosts([h.name for h in hosts])
     states = {r.name: r.state for r in store.all()}
     skipped = {h.name: f"state {states[h.name].value}" for h in hosts

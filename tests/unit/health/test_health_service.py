@@ -111,3 +111,18 @@ def test_targets_and_expectations_from_a_site() -> None:
                       provisioning_mac=None, root_disk=None, addresses={})
     with pytest.raises(HealthInputError, match="no provisioning address"):
         ssh_target(site, bare, settings)
+
+
+def test_skipping_checks() -> None:
+    from provisioner.exceptions import InventoryError
+    from provisioner.health.checks import run_checks
+    from provisioner.health.checks.base import Context
+    from provisioner.health.service import health_settings
+
+    site = load_site(REPO / "tests" / "fixtures" / "health" / "site-48")
+    settings = health_settings(site, ["kernel.log", "ib.write_bw"])
+    assert settings.skip_checks == ["kernel.log", "ib.write_bw"]
+    ids = {r.id for r in run_checks(Context("h", {}, expectations(site, site.hosts[0], settings)))}
+    assert "kernel.log" not in ids and "gpu.count" in ids
+    with pytest.raises(InventoryError, match=r"unknown check id\(s\) to skip: gpu\.colour"):
+        health_settings(site, ["gpu.colour"])
