@@ -55,6 +55,14 @@ def plan_fat_tree(spec: PlanSpec) -> Manifest:
         )
     if tiers not in (2, 3):
         raise CablingInputError(f"tiers must be 2 or 3, not {tiers}")
+    if tiers == 3:
+        # Check the shape before building thousands of devices.
+        if up > spec.radix // 2:
+            raise CablingInputError("a 3-tier plan needs leaves with at most half their ports up")
+        n_pods = math.ceil(n_leaves / _per_pod(spec))
+        if n_pods > spec.radix:
+            raise CablingInputError(f"{n_pods} pods exceed what radix-{spec.radix} cores can join",
+                                    hint="use a larger radix or fewer hosts")
 
     b_ = _Builder(spec)
     leaves = b_.hosts_and_leaves(down, n_su)
@@ -64,6 +72,12 @@ def plan_fat_tree(spec: PlanSpec) -> Manifest:
         b_.three_tier(leaves, up)
     fabric = Fabric(name=spec.name, tiers=tiers, rails=spec.hcas, blocking=spec.blocking, speed=spec.speed)
     return Manifest(fabric=fabric, devices=b_.devices, links=b_.links)
+
+
+def _per_pod(spec: PlanSpec) -> int:
+    """Leaves per pod: whole scalable units when the rails fit, so a pod is a physical block."""
+    pod_size = spec.radix // 2
+    return (pod_size // spec.hcas) * spec.hcas if spec.hcas <= pod_size else pod_size
 
 
 class _Builder:
@@ -142,15 +156,8 @@ class _Builder:
     def three_tier(self, leaves: list[Device], up: int) -> None:
         radix = self.spec.radix
         pod_size = radix // 2  # non-blocking spines: half down to leaves, half up to cores
-        if up > radix // 2:
-            raise CablingInputError("a 3-tier plan needs leaves with at most half their ports up")
-        rails = self.spec.hcas
-        # Keep whole scalable units in one pod when the rails fit, so a pod is a physical block.
-        per_pod = (pod_size // rails) * rails if rails <= pod_size else pod_size
+        per_pod = _per_pod(self.spec)
         pods = [leaves[i : i + per_pod] for i in range(0, len(leaves), per_pod)]
-        if len(pods) > radix:
-            raise CablingInputError(f"{len(pods)} pods exceed what radix-{radix} cores can join",
-                                    hint="use a larger radix or fewer hosts")
         spine_up = radix - pod_size
         spines_by_pod: list[list[Device]] = []
         for p, pod in enumerate(pods):

@@ -160,3 +160,11 @@ def test_hcas_crossed_at_the_host_are_swapped_there():
     sim.links[i].a, sim.links[j].a = sim.links[j].a, sim.links[i].a
     report = _run(plan, sim)
     assert [f.fix.split(" (")[0] for f in report.findings] == ["swap the cables in gpu003 ports mlx5_0 and mlx5_1"]
+
+
+def test_faults_on_a_full_plan_without_free_ports():
+    full = plan_fat_tree(PlanSpec(hosts=64, hcas=8, radix=16, tiers=3))
+    sim = inject_faults(full, per_kind=3, seed=5)
+    assert verify_report(full, sim, _run(full, sim)) == []
+    with pytest.raises(ValueError, match="too small"):
+        inject_faults(plan_fat_tree(PlanSpec(hosts=2, hcas=2, radix=8)), per_kind=50)
