@@ -108,3 +108,22 @@ def test_ib_pairs_pass_at_rate_and_odd_host_pairs_with_the_first():
         assert bw.status is Status.PASS, (r.host, bw.summary)
     lone = ib_pair_bandwidth(client, plans[:1], _reports("a"))
     assert lone[0].results[-1].status is Status.NOT_APPLICABLE
+
+
+def test_textfile_publish_reports_failures_and_skips_unreachable_hosts():
+    from provisioner.health.runner import publish_textfiles
+
+    class Client(ScriptedSsh):
+        def run(self, target, remote, stdin=""):
+            self.commands.append((target.name, remote))
+            return SshResult(1, "", "mkdir: cannot create directory: Read-only file system")
+
+    client = Client("")
+    plans = [HostPlan(SshTarget(n, "10.0.0.1", "root"), EXP) for n in ("up", "down")]
+    down = result("host.reachable", Status.FAIL, "no route")
+    reports = [HostReport(host="up", run_id="r", started_at="t", duration_s=0, results=[]),
+               HostReport(host="down", run_id="r", started_at="t", duration_s=0, results=[down])]
+    problems = publish_textfiles(client, plans, reports, "/var/lib/node_exporter/textfile_collector")
+    assert problems == {"up": "mkdir: cannot create directory: Read-only file system",
+                        "down": "unreachable"}
+    assert [h for h, _ in client.commands] == ["up"]
