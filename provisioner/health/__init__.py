@@ -1,0 +1,1 @@
+"""Host health: checks over SSH, verdicts and golden hosts, remedies, tickets, bisect."""
