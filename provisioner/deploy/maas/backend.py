@@ -27,7 +27,7 @@ from provisioner.deploy.base import (
 )
 from provisioner.deploy.maas.client import MAASClient
 from provisioner.deploy.maas.disks import choose_root_disk, describe_hint
-from provisioner.deploy.maas.errors import MAASError, MAASTimeout
+from provisioner.deploy.maas.errors import MAASError, MAASNotReady, MAASTimeout
 from provisioner.deploy.maas.models import Interface, Machine
 from provisioner.deploy.maas.plan import HostPlan, MAASPlan
 from provisioner.deploy.maas.poller import StatePoller
@@ -165,10 +165,43 @@ class MAASBackend(DeployBackend):
         version = client.version()
         user = self._whoami(client)
         log.info("MAAS %s at %s as %s", version.get("version", "?"), settings.url, user)
+        self._preflight(client, settings, requests)
         tags: set[str] = set()
         for r in requests:
             tags.update(self._host_tags(r.host, settings))
         self._ensure_tags(client, sorted(tags))
+
+    def _preflight(
+        self, client: MAASClient, settings: MAASSettings, requests: Sequence[DeployRequest]
+    ) -> None:
+        """Refuse to start when every host would fail late (after a long commissioning)."""
+        image = f"{settings.osystem}/{settings.distro_series}"
+        arch = settings.architecture.split("/")[0]
+        resources = client.boot_resources()
+        if not any(r.name == image and r.architecture.split("/")[0] == arch for r in resources):
+            have = sorted({r.name for r in resources if r.name.count("/") == 1
+                           and not r.name.startswith(("grub", "pxelinux"))})
+            raise MAASNotReady(
+                f"MAAS at {settings.url} has no {arch} image {image} "
+                f"(it has: {', '.join(have) or 'none'})",
+                hint=f"select {image} for {arch} under Images in MAAS and wait for the sync, "
+                "or change settings.maas.distro_series",
+            )
+        if not settings.static_ip:
+            return
+        addrs = {r.host.addresses["provisioning"] for r in requests
+                 if r.host.addresses.get("provisioning") is not None}
+        if not addrs:
+            return
+        nets = [IPNetwork(s.cidr) for s in client.subnets()]
+        outside = sorted(str(a) for a in addrs if not any(a in n for n in nets))
+        if outside:
+            raise MAASNotReady(
+                f"MAAS at {settings.url} has no subnet for the provisioning addresses "
+                f"{', '.join(outside[:5])}{' ...' if len(outside) > 5 else ''}",
+                hint="create the provisioning subnet in MAAS (same CIDR as "
+                "networks.provisioning), or set settings.maas.static_ip: false",
+            )
 
     def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
         """Enlist/commission/deploy one host; a failure becomes an outcome, never an exception."""

@@ -35,6 +35,7 @@ from provisioner.deploy.maas.errors import (
 )
 from provisioner.deploy.maas.models import (
     BlockDevice,
+    BootResource,
     Event,
     Interface,
     Machine,
@@ -299,6 +300,11 @@ class MAASClient:
         """The user name the API key belongs to."""
         data = self._get("users/", op="whoami")
         return str(data.get("username", "")) if isinstance(data, dict) else ""
+
+    def boot_resources(self) -> list[BootResource]:
+        """``GET /boot-resources/``: the images the region has."""
+        return [_parse(BootResource, r, "GET boot-resources/") for r in
+                self._get("boot-resources/") or []]
 
     # -- machines -----------------------------------------------------------------------
 

@@ -47,6 +47,12 @@ class MAASUnavailable(MAASError):
     exit_code = ExitCode.NOT_READY
 
 
+class MAASNotReady(MAASError):
+    """The region lacks something every deploy needs (an image, the provisioning subnet)."""
+
+    exit_code = ExitCode.NOT_READY
+
+
 class MAASTimeout(MAASError):
     """A machine did not reach the expected state in time."""
 

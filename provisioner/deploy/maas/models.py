@@ -135,3 +135,12 @@ class NodeDevice(_MAASObject):
     product_name: str = ""
     pci_address: str | None = None
     numa_node: int | None = None
+
+
+class BootResource(_MAASObject):
+    """An image MAAS can boot or deploy (``/boot-resources/`` entries)."""
+
+    id: int
+    type: str = ""
+    name: str  # e.g. ubuntu/jammy
+    architecture: str  # e.g. amd64/ga-22.04

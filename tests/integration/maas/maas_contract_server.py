@@ -138,6 +138,7 @@ class MAASContractServer:
         self._next_disk_id = 100
         self._next_link_id = 5000
         self.subnets: list[dict[str, Any]] = _load("subnets.json")
+        self.boot_resources: list[dict[str, Any]] = _load("boot-resources.json")
         self._map = Map(
             [
                 Rule("/MAAS/api/2.0/version/", endpoint="version"),
@@ -151,6 +152,7 @@ class MAASContractServer:
                 Rule("/MAAS/api/2.0/nodes/<system_id>/interfaces/<int:interface_id>/",
                      endpoint="interface"),
                 Rule("/MAAS/api/2.0/subnets/", endpoint="subnets"),
+                Rule("/MAAS/api/2.0/boot-resources/", endpoint="boot_resources"),
                 Rule("/MAAS/api/2.0/events/", endpoint="events"),
                 Rule("/MAAS/api/2.0/tags/", endpoint="tags"),
                 Rule("/MAAS/api/2.0/tags/<name>/", endpoint="tag"),
@@ -603,6 +605,11 @@ class MAASContractServer:
         shown = events[:limit]
         uri = "/MAAS/api/2.0/events/?op=query"
         return {"count": len(shown), "events": shown, "next_uri": uri, "prev_uri": uri}
+
+    def _h_boot_resources(self, request: Request) -> Any:
+        if request.method == "GET" and self._op(request) is None:
+            return self.boot_resources
+        raise self._unrecognised(request)
 
     def _h_subnets(self, request: Request) -> Any:
         if request.method == "GET" and self._op(request) is None:

@@ -15,7 +15,7 @@ from maas_testsite import BMC_PASSWORD, requests_for
 
 from provisioner.deploy.base import DeployOutcome, DeployRequest, backend_class
 from provisioner.deploy.maas import MAASBackend
-from provisioner.deploy.maas.errors import MAASAuthError, MAASError, MAASTimeout
+from provisioner.deploy.maas.errors import MAASAuthError, MAASError, MAASNotReady, MAASTimeout
 from provisioner.inventory import Site
 
 
@@ -322,10 +322,27 @@ def test_static_address_needs_the_subnet_in_maas(
     maas_server: MAASContractServer, maas_site: Site
 ):
     maas_server.subnets = [s for s in maas_server.subnets if s["cidr"] != "10.20.0.0/22"]
-    out = run_all(MAASBackend(), maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
-    reason = out["gpu-m01-u03"].reason
-    assert "MAAS has no subnet containing its provisioning address 10.20.0." in reason
+    reqs = requests_for(maas_site, ["gpu-m01-u03"])
+    # checked before anything starts ...
+    with pytest.raises(MAASNotReady, match=r"has no subnet for the provisioning addresses 10\.20"):
+        MAASBackend().prepare(maas_site, reqs)
+    # ... and again per host, should the subnet vanish while hosts commission
+    backend = MAASBackend(maas_site)
+    out = backend.deploy(reqs[0], Progress())
+    assert "MAAS has no subnet containing its provisioning address 10.20.0." in out.reason
     assert maas_server.actions_for("gpu-m01-u03", "deploy") == []
+
+
+def test_missing_image_stops_the_run_before_commissioning(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    maas_server.boot_resources = [r for r in maas_server.boot_resources
+                                  if r["name"] != "ubuntu/jammy"]
+    with pytest.raises(MAASNotReady) as exc:
+        MAASBackend().prepare(maas_site, requests_for(maas_site))
+    assert "has no amd64 image ubuntu/jammy (it has: ubuntu/focal)" in str(exc.value)
+    assert exc.value.exit_code == 5
+    assert maas_server.actions == []
 
 
 def test_address_taken_in_maas_is_reported_with_maas_message(
