@@ -275,6 +275,10 @@ class MAASBackend(DeployBackend):
         user = self._whoami(client)
         existing_tags = set(client.tags())
         plan = MAASPlan(url=settings.url)
+        try:
+            self._preflight(client, settings, requests)
+        except MAASNotReady as exc:
+            plan.problems.append(exc.message)
         for req in requests:
             plan.hosts.append(
                 self._plan_host(client, settings, req, user, existing_tags, reimage, erase)

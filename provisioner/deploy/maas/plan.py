@@ -31,6 +31,7 @@ class MAASPlan:
 
     url: str
     hosts: list[HostPlan] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # region-wide: a run would stop early
 
     def host(self, name: str) -> HostPlan:
         """The plan of one host (KeyError if it is not in the plan)."""
@@ -44,6 +45,7 @@ class MAASPlan:
         return {
             "backend": "maas",
             "url": self.url,
+            "problems": self.problems,
             "hosts": [
                 {
                     "host": h.host,
@@ -60,6 +62,7 @@ class MAASPlan:
     def render(self) -> str:
         """Plain text, one block per host."""
         out = [f"MAAS {self.url}: dry run, nothing changed"]
+        out.extend(f"PROBLEM: {p}" for p in self.problems)
         for h in self.hosts:
             sid = h.system_id or "new"
             out.append(f"{h.host} [{h.mac}] MAAS {sid} ({h.maas_status})")
@@ -71,7 +74,10 @@ class MAASPlan:
         return "\n".join(out)
 
     def __rich__(self) -> Table:
-        table = Table(title=f"MAAS {self.url}: dry run, nothing changed")
+        table = Table(
+            title=f"MAAS {self.url}: dry run, nothing changed",
+            caption="\n".join(f"PROBLEM: {p}" for p in self.problems) or None,
+        )
         for col in ("host", "MAC", "system_id", "MAAS status", "would do"):
             table.add_column(col)
         for h in self.hosts:

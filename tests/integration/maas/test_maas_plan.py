@@ -6,8 +6,11 @@ documentation; it is not MAAS.
 
 from __future__ import annotations
 
+import io
+
 from maas_contract_server import DEPLOYED, NEW, READY, MAASContractServer
 from maas_testsite import BMC_PASSWORD, requests_for
+from rich.console import Console
 
 from provisioner.deploy.maas import MAASBackend
 from provisioner.inventory import Site
@@ -52,6 +55,10 @@ def test_dry_run_shows_what_would_change_and_changes_nothing(
     assert "gpu-m01-u07 [b8:3f:d2:10:00:07]" in text and "  - no change" in text
     assert "  - refuse: MAAS machine" in text
     assert plan.to_dict()["hosts"][0]["host"] == "gpu-m01-u03"
+    out = io.StringIO()
+    Console(file=out, width=200).print(plan)
+    table = out.getvalue()
+    assert "gpu-m01-u05" in table and "refuse: MAAS machine" in table and "no change" in table
 
     assert maas_server.actions == []
     assert set(maas_server.tags) == tags_before
@@ -98,3 +105,13 @@ def test_dry_run_while_maas_deploys_only_waits(maas_server: MAASContractServer, 
                             owner="admin", power=POWER)
     plan = MAASBackend().plan(maas_site, requests_for(maas_site, ["gpu-m01-u07"]))
     assert plan.host("gpu-m01-u07").actions == ["wait for the deployment MAAS is running"]
+
+
+def test_dry_run_reports_region_problems(maas_server: MAASContractServer, maas_site: Site):
+    maas_server.boot_resources = []
+    plan = MAASBackend().plan(maas_site, requests_for(maas_site, ["gpu-m01-u03"]))
+    assert plan.problems == [
+        f"MAAS at {maas_server.url} has no amd64 image ubuntu/jammy (it has: none)"
+    ]
+    assert "PROBLEM: MAAS at" in plan.render()
+    assert plan.to_dict()["problems"] == plan.problems
