@@ -90,3 +90,19 @@ def test_tag_names_are_valid_maas_tags():
 def test_backend_needs_the_site_before_use():
     with pytest.raises(DeployError, match="before prepare"):
         MAASBackend()._connect()
+
+
+def test_api_key_from_ansible_vault(tmp_path, monkeypatch):
+    from ansible.constants import DEFAULT_VAULT_ID_MATCH
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    (tmp_path / "vault-pass").write_text("correct horse\n")
+    vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(b"correct horse"))])
+    (tmp_path / "secrets.vault.yml").write_bytes(
+        vault.encrypt("maas_api_key: ck3:tk3:sec3\n")
+    )
+    monkeypatch.setenv("PROVISIONER_VAULT_PASSWORD_FILE", str(tmp_path / "vault-pass"))
+    site = site_with(tmp_path, "api_key: {env: MAAS_API_KEY}",
+                     "api_key: {vault: secrets.vault.yml, key: maas_api_key}")
+    key = resolve_api_key(site, maas_settings(site))
+    assert (key.consumer_key, key.token_key, key.token_secret.reveal()) == ("ck3", "tk3", "sec3")
