@@ -15,6 +15,9 @@ from typing import Any
 from provisioner.exceptions import NotReady, ProvisionerError
 from provisioner.lab.plan import LabHost, LabPlan
 
+# PCI slots of the disks on bus 0: above everything libvirt places automatically.
+DISK_SLOT0 = 0x10
+
 
 class LabVMError(ProvisionerError):
     """libvirt refused to create or remove one of the lab's VMs, pools or disks."""
@@ -85,16 +88,24 @@ def domain_xml(plan: LabPlan, host: LabHost) -> str:
     _sub(dom, "on_reboot", "restart")
     _sub(dom, "on_crash", "destroy")
     devices = _sub(dom, "devices")
-    for k, serial in enumerate(host.disk_serials, start=1):
+    # Two orders matter and must differ. libvirt keeps disks sorted by target name and
+    # sushy's "Hdd" boot override numbers them in that order, while SeaBIOS boots only the
+    # first of them: so the root disk gets target vda. The guest enumerates by PCI slot:
+    # the root disk gets the last slot, so the OS sees it last (never /dev/vda when D > 1).
+    order = sorted(range(1, plan.disks + 1), key=lambda k: k != plan.root_disk_index)
+    for target, k in enumerate(order):
+        serial = host.disk_serials[k - 1]
         disk = _sub(devices, "disk", type="file", device="disk")
         # A throwaway lab disk needs no flushes; "unsafe" makes image writes several times
         # faster under TCG on a loaded machine.
         _sub(disk, "driver", name="qemu", type="qcow2", discard="unmap", cache="unsafe")
         _sub(disk, "source", file=str(plan.disk_path(host, k)))
-        _sub(disk, "target", dev=f"vd{chr(ord('a') + k - 1)}", bus="virtio")
+        _sub(disk, "target", dev=f"vd{chr(ord('a') + target)}", bus="virtio")
         _sub(disk, "serial", serial)
-        if serial == host.root_disk_serial:
+        if k == plan.root_disk_index:
             _sub(disk, "boot", order="2")
+        slot = DISK_SLOT0 + (plan.disks + 1 if k == plan.root_disk_index else k)
+        _sub(disk, "address", type="pci", domain="0x0000", bus="0x00", slot=f"0x{slot:02x}")
     prov = _sub(devices, "interface", type="direct")
     _sub(prov, "mac", address=host.provisioning_mac)
     _sub(prov, "source", dev=host.prov_veth_host, mode="bridge")

@@ -225,6 +225,40 @@ def test_pxe_boot_override_through_the_bmc_makes_the_vm_ask_for_dhcp(lab, tmp_pa
     assert lab.console_log(host).stat().st_size > 0
 
 
+# A boot sector that writes a marker to COM1 (the console log) and halts: it shows which
+# disk the firmware booted. Real-mode code at 0x7c00: cld; ds=0; si=msg; dx=0x3f8;
+# loop: lodsb; or al,al; jz end; out dx,al; jmp loop; end: jmp $.
+_MARKER = b"PLAB-ROOT-DISK-BOOTED"
+_BOOT_SECTOR = (
+    bytes.fromhex("fc31c08ed8be157cbaf803ac08c07403eeebf8ebfe") + _MARKER + b"\0"
+).ljust(510, b"\0") + b"\x55\xaa"
+
+
+def test_hdd_boot_override_boots_the_root_disk_not_the_first_one(lab, tmp_path):
+    # SeaBIOS boots only the first disk of the boot order and sushy orders disks as libvirt
+    # lists them, so the lab must list the root disk first although the guest sees it last.
+    host = lab.host(1)
+    sector = tmp_path / "mbr.bin"
+    sector.write_bytes(_BOOT_SECTOR)
+    root = lab.disk_path(host, lab.root_disk_index)
+    subprocess.run(
+        ["qemu-io", "-f", "qcow2", "-c", f"write -q -s {sector} 0 512", str(root)], check=True
+    )
+    base, session = _bmc(lab, 1)
+    system = _system(base, session)
+    boot = {"BootSourceOverrideTarget": "Hdd", "BootSourceOverrideEnabled": "Once"}
+    assert session.patch(system, json={"Boot": boot}, timeout=10).status_code in (200, 204)
+    reset = f"{system}/Actions/ComputerSystem.Reset"
+    try:
+        assert session.post(reset, json={"ResetType": "On"}, timeout=30).status_code in (200, 204)
+        deadline = time.monotonic() + 90
+        while _MARKER not in lab.console_log(host).read_bytes():
+            assert time.monotonic() < deadline, lab.console_log(host).read_bytes()[-400:]
+            time.sleep(0.5)
+    finally:
+        session.post(reset, json={"ResetType": "ForceOff"}, timeout=30)
+
+
 def test_status_shows_vms_and_answering_bmcs(lab):
     res = runner.invoke(app, ["lab", "status", "--json"])
     assert res.exit_code == 0, res.output

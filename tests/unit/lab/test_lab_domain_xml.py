@@ -22,13 +22,22 @@ def test_bios_domain_is_tcg_with_pxe_first_then_the_root_disk():
     assert dom.find("os/type").get("machine") == "pc"
     assert dom.find("os/bios").get("useserial") == "yes"
     disks = dom.findall("devices/disk")
-    assert [d.findtext("serial") for d in disks] == list(host.disk_serials)
+    # libvirt's (and so sushy's Hdd boot) order: the root disk first, as target vda ...
+    assert [d.findtext("serial") for d in disks] == [
+        "PLAB-HOST01-DISK2",
+        "PLAB-HOST01-DISK1",
+        "PLAB-HOST01-DISK3",
+    ]
+    assert [d.find("target").get("dev") for d in disks] == ["vda", "vdb", "vdc"]
+    # ... but the guest enumerates by PCI slot, where the root disk comes last.
+    slots = {d.findtext("serial"): int(d.find("address").get("slot"), 16) for d in disks}
+    assert max(slots, key=slots.__getitem__) == host.root_disk_serial
+    assert len(set(slots.values())) == 3
     booting = [d for d in disks if d.find("boot") is not None]
     assert [d.findtext("serial") for d in booting] == ["PLAB-HOST01-DISK2"]
     assert booting[0].find("boot").get("order") == "2"
     assert {d.find("driver").get("cache") for d in disks} == {"unsafe"}
-    assert disks[0].find("target").get("dev") == "vda"  # enumerated first, not the root disk
-    assert disks[1].find("source").get("file") == str(plan.disk_path(host, 2))
+    assert disks[0].find("source").get("file") == str(plan.disk_path(host, 2))
     prov, data = dom.findall("devices/interface")
     assert prov.find("mac").get("address") == "52:54:00:18:00:01"
     assert prov.find("source").get("dev") == "provlab01p"
