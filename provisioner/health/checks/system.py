@@ -127,6 +127,26 @@ def kernel_offenders(lines: list[str], allow: list[str]) -> list[str]:
     return out
 
 
+# Timestamp prefixes of dmesg -T, dmesg --time-format=iso (with or without --decode), journald
+# short-iso ("<ts> <host> kernel:") and raw /dev/kmsg records.
+_PREFIX = re.compile(
+    r"^(?:\[[^\]]*\]\s*|kern\s*:\s*\w+\s*:\s*\S+\s+|\d{4}-\d\d-\d\dT\S+\s+(?:\S+ kernel:\s*)?"
+    r"|\d+,\d+,\d+,[^;]*;)"
+)
+
+
+def summarize_lines(lines: list[str]) -> list[str]:
+    """Identical messages folded into one line with a count, first occurrence first (a driver
+    that logs the same error 5000 times should not hide the one other error)."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for line in lines:
+        msg = _PREFIX.sub("", line, count=1)
+        counts[msg] = counts.get(msg, 0) + 1
+        first.setdefault(msg, line)
+    return [first[m] if n == 1 else f"{n}x {first[m]}" for m, n in counts.items()]
+
+
 def check_kernel_log(ctx: Context) -> CheckResult:
     """No error-level kernel message since boot outside the allow-list."""
     cid = "kernel.log"
@@ -140,10 +160,12 @@ def check_kernel_log(ctx: Context) -> CheckResult:
         offenders = kernel_offenders(sec.text.splitlines(), allow)
     except re.error as exc:
         return result(cid, Status.ERROR, f"settings.health.kernel_log_allow has a bad pattern: {exc}")
-    observed = {"lines": len(offenders)}
+    distinct = summarize_lines(offenders)
+    observed = {"lines": len(offenders), "distinct": len(distinct)}
     if offenders:
-        return result(cid, Status.WARN, f"{len(offenders)} kernel error line(s) outside the allow-list",
+        return result(cid, Status.WARN, f"{len(offenders)} kernel error line(s) ({len(distinct)} "
+                      "distinct) outside the allow-list",
                       observed=observed, threshold={"allow": len(DEFAULT_KERNEL_ALLOW) + len(allow)},
                       detail="add known-harmless patterns to settings.health.kernel_log_allow",
-                      evidence=offenders)
+                      evidence=distinct)
     return result(cid, Status.PASS, "no unexpected kernel errors since boot", observed=observed)

@@ -295,3 +295,12 @@ def test_real_consumer_gpus_fail_ecc():
     res = run(secs(nvsmi=nvsmi), exp)
     assert res["gpu.ecc"].status is Status.FAIL and res["gpu.ecc"].remedy.kind is RemedyKind.REIMAGE
     assert res["gpu.count"].status is Status.FAIL and "are not H100" in res["gpu.count"].summary
+
+
+def test_kernel_log_folds_repeated_messages():
+    text = corpus_path("pcie-gpu", "dmesg-nvrm-xid-gpud", "dmesg.0.log").read_text()
+    r = run(secs(kernel_errors=text), NO_GPU)["kernel.log"]
+    # The real log: 30 identical nvidia-peermem errors with different timestamps (its Xid lines
+    # are judged by gpu.xid, not here).
+    assert r.status is Status.WARN and r.observed == {"lines": 30, "distinct": 1}
+    assert r.evidence[0].startswith("30x ") and "nv_get_p2p_free_callback" in r.evidence[0]
