@@ -100,7 +100,8 @@ def network_config_dict(spec: SeedSpec) -> dict[str, Any]:
         "addresses": [f"{spec.address}/{spec.network.prefixlen}"],
     }
     if spec.gateway is not None:
-        eth["routes"] = [{"to": "0.0.0.0/0", "via": str(spec.gateway)}]
+        # gateway4, not routes: cloud-init's ENI renderer (Debian) drops a v2 default route
+        eth["gateway4"] = str(spec.gateway)
     if spec.dns:
         eth["nameservers"] = {"addresses": list(spec.dns)}
     return {"version": 2, "ethernets": {"prov0": eth}}

@@ -173,6 +173,13 @@ def parse_ignored(log_text: str) -> set[str]:
     return {m["mac"] for m in _IGNORED.finditer(log_text)}
 
 
+def _die_with_parent() -> None:
+    # Linux: dnsmasq must not outlive a crashed or killed `provision` and keep answering DHCP
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class DnsmasqService:
     """Starts, reloads and stops one dnsmasq process for a deploy run."""
 
@@ -224,6 +231,7 @@ class DnsmasqService:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -188,12 +188,12 @@ class DeployServer:
             self._server = make_server(
                 self.bind, self.port, self.wsgi, threaded=True, request_handler=_QuietHandler
             )
-        except OSError as exc:
+        except (OSError, SystemExit) as exc:  # werkzeug exits on a bind error, after printing it
             raise DeployError(
-                f"deploy HTTP server cannot listen on {self.bind}:{self.port}: {exc.strerror}",
+                f"deploy HTTP server cannot listen on {self.bind}:{self.port}",
                 hint=(
                     "is another `provision` run or service using the port, or is the address "
-                    "not configured here? (settings.embedded.http_address/http_port)"
+                    "not configured on this machine? (settings.embedded.http_address/http_port)"
                 ),
             ) from exc
         self.port = self._server.server_port

@@ -43,6 +43,7 @@ class EmbeddedSettings(BaseModel):
     callback_timeout_s: float = Field(default=600.0, gt=0)  # PXE to "started"
     power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
+    host_link_gbps: float = Field(default=10.0, gt=0)  # read by the workflow's wave planning
     autoinstall: AutoinstallSettings | None = None
 
     @property

@@ -25,7 +25,7 @@ from provisioner.deploy.images.cache import (
 from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "3"
+BUILDER_VERSION = "4"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # debootstrap resolves no virtual packages: python3-cffi-backend provides what
 # python3-cryptography (pulled by cloud-init) needs, so it is named explicitly.
@@ -49,6 +49,23 @@ DEFAULT_PACKAGES = (
 BOOT_MB = 64
 SECTOR = 512
 
+TRIM = (
+    "var/cache/apt/*",
+    "var/lib/apt/lists/*",
+    "usr/share/man/*",
+    "usr/share/info/*",
+    "usr/share/locale/*",
+    "var/cache/debconf/*-old",
+    "var/log/*.log",
+)
+NODOC = """\
+# written by provisioner's lab image builder: no docs, man pages or translations
+path-exclude=/usr/share/doc/*
+path-include=/usr/share/doc/*/copyright
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/share/locale/*
+"""
 CLOUD_CFG = """\
 # written by provisioner's lab image builder
 datasource_list: [NoCloud, None]
@@ -68,7 +85,7 @@ class ImageRecipe:
     )
     packages: tuple[str, ...] = DEFAULT_PACKAGES
     format: Literal["raw", "qcow2"] = "raw"
-    free_mb: int = 256  # room left in the root filesystem before the deploy grows it
+    free_mb: int = 128  # room left in the root filesystem before the deploy grows it
 
 
 @dataclass(frozen=True)
@@ -95,8 +112,23 @@ def _chroot_setup(root: Path, root_uuid: str) -> str:
         dbus_id.unlink()
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
-    shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+    # Every byte is streamed to every host: drop what a server does not need (apt indexes come
+    # back with `apt update`; docs stay out of later installs too).
+    for junk in TRIM:
+        for path in root.glob(junk):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    for doc in (root / "usr/share/doc").glob("*/*"):
+        if doc.name == "copyright":
+            continue  # the licences stay with the binaries
+        if doc.is_dir() and not doc.is_symlink():
+            shutil.rmtree(doc)
+        else:
+            doc.unlink()
     (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    (root / "etc/dpkg/dpkg.cfg.d/01-provisioner-nodoc").write_text(NODOC)
     kernels = sorted((root / "boot").glob("vmlinuz-*"))
     if not kernels:
         raise DeployError(f"no kernel in {root}/boot: is linux-image-cloud-amd64 in the recipe?")
@@ -195,7 +227,7 @@ def _build(recipe: ImageRecipe, out: Path) -> None:
     root_uuid = str(uuid.uuid4())
     kver = _chroot_setup(root, root_uuid)
     used_kb = int(run(["du", "-sk", "--apparent-size", root], what="sizing the root fs").split()[0])
-    size_mb = used_kb * 12 // 10 // 1024 + recipe.free_mb
+    size_mb = used_kb * 11 // 10 // 1024 + recipe.free_mb
     rootfs = work / "root.ext4"
     run(
         ["mkfs.ext4", "-q", "-L", "provroot", "-U", root_uuid, "-d", root, rootfs, f"{size_mb}M"],

@@ -4,12 +4,15 @@
 # Every given criterion must hold. Exit 3, listing every candidate on stderr, unless exactly one
 # disk matches: writing an OS to a guessed disk could destroy a data disk.
 # Shared by the deploy ramdisk and the autoinstall early-command guard; POSIX sh + sysfs only.
+# SYSFS and DEVDIR are overridable so that tests can run the script against a fake tree.
+SYSFS=${SYSFS:-/sys}
+DEVDIR=${DEVDIR:-/dev}
 serial='' wwn='' bypath='' model='' mingb='' maxgb=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --serial) serial=$2; shift 2 ;;
     --wwn) wwn=$2; shift 2 ;;
-    --by-path) bypath=${2#/dev/disk/by-path/}; shift 2 ;;
+    --by-path) bypath=${2##*/by-path/}; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --min-gb) mingb=$2; shift 2 ;;
     --max-gb) maxgb=$2; shift 2 ;;
@@ -20,30 +23,30 @@ done
 clean() { tr -d '\000' | tr -s ' \t\n' ' ' | sed 's/^ *//; s/ *$//'; }
 first_of() { for f in "$@"; do if [ -r "$f" ]; then clean < "$f"; return 0; fi; done; return 1; }
 norm_wwn() { tr 'A-Z' 'a-z' | sed 's/^wwn-//; s/^naa\.//; s/^eui\.//; s/^0x//'; }
-udev_prop() { command -v udevadm >/dev/null 2>&1 && udevadm info -q property -n "/dev/$1" 2>/dev/null | sed -n "s/^$2=//p"; }
+udev_prop() { command -v udevadm >/dev/null 2>&1 && udevadm info -q property -n "$DEVDIR/$1" 2>/dev/null | sed -n "s/^$2=//p"; }
 
 disk_serial() {
-  first_of "/sys/block/$1/serial" "/sys/block/$1/device/serial" && return 0
-  if [ -r "/sys/block/$1/device/vpd_pg80" ]; then
-    dd if="/sys/block/$1/device/vpd_pg80" bs=1 skip=4 2>/dev/null | clean; return 0
+  first_of "$SYSFS/block/$1/serial" "$SYSFS/block/$1/device/serial" && return 0
+  if [ -r "$SYSFS/block/$1/device/vpd_pg80" ]; then
+    dd if="$SYSFS/block/$1/device/vpd_pg80" bs=1 skip=4 2>/dev/null | clean; return 0
   fi
   udev_prop "$1" ID_SERIAL_SHORT
 }
 disk_wwn() {
-  first_of "/sys/block/$1/device/wwid" "/sys/block/$1/wwid" | norm_wwn && return 0
-  udev_prop "$1" ID_WWN | norm_wwn
+  w=$(first_of "$SYSFS/block/$1/wwid" "$SYSFS/block/$1/device/wwid") || w=$(udev_prop "$1" ID_WWN)
+  printf '%s' "$w" | norm_wwn
 }
 disk_bypath() {
-  for l in /dev/disk/by-path/*; do
+  for l in "$DEVDIR"/disk/by-path/*; do
     [ -L "$l" ] || continue
-    if [ "$(readlink -f "$l")" = "/dev/$1" ]; then echo "${l#/dev/disk/by-path/}"; return 0; fi
+    if [ "$(basename "$(readlink "$l")")" = "$1" ]; then echo "${l##*/}"; return 0; fi
   done
   udev_prop "$1" ID_PATH
 }
 
 want_wwn=$(printf '%s' "$wwn" | norm_wwn)
 matches='' count=0 report=''
-for sys in /sys/block/*; do
+for sys in "$SYSFS"/block/*; do
   d=${sys##*/}
   case "$d" in loop*|ram*|zram*|sr*|fd*|dm-*|md*|nbd*) continue ;; esac
   [ "$(cat "$sys/removable" 2>/dev/null)" = 1 ] && continue
