@@ -22,6 +22,7 @@ from cabling.diff import validate
 from cabling.discovery.iblinkinfo import parse_iblinkinfo
 from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
 from cabling.manifest import dump_manifest, parse_manifest
+from cabling.model import Manifest
 from cabling.plan import PlanSpec, plan_fat_tree
 from cabling.resolve import resolve
 from cabling.rules import lint
@@ -56,6 +57,8 @@ def main() -> int:
     t_plan, _, manifest = _best(lambda: plan_fat_tree(PlanSpec(hosts=args.hosts)), 1)
     text = dump_manifest(manifest)
     t_load, c_load, manifest = _best(lambda: parse_manifest(text, "plan.yaml"), 1)
+    js = manifest.model_dump_json()
+    _, c_json, _ = _best(lambda: Manifest.model_validate_json(js), args.repeat)
     n_links = len(manifest.links)
     t_lint, c_lint, lint_report = _best(lambda: lint(manifest), args.repeat)
     sim = inject_faults(manifest, args.faults_per_kind, seed=2026)
@@ -72,7 +75,8 @@ def main() -> int:
     by_kind = report.by_kind()
     print(f"plan: {args.hosts} hosts, {len(manifest.devices)} devices, {n_links} links, "
           f"{manifest.fabric.tiers} tiers (built in {t_plan:.2f} s)")
-    print(f"manifest YAML load: {t_load:.2f} s wall, {c_load:.2f} s CPU ({len(text) // 1024} KiB)")
+    print(f"manifest load: YAML {t_load:.2f} s wall, {c_load:.2f} s CPU ({len(text) // 1024} KiB); "
+          f"JSON {c_json:.2f} s CPU")
     print(f"lint: {t_lint:.3f} s wall, {c_lint:.3f} s CPU, {len(lint_report.findings)} findings, "
           f"{n_links / c_lint:,.0f} links/s")
     print(f"injected {len(sim.faults)} faults: " + ", ".join(
@@ -86,7 +90,7 @@ def main() -> int:
         f"RESULT links={n_links} faults={len(sim.faults)} findings={len(report.findings)} "
         f"all_found={'yes' if not problems else 'no'} false_alarms={0 if not problems else 'see-above'} "
         f"lint_s={t_lint:.3f} lint_cpu_s={c_lint:.3f} validate_s={t_validate:.3f} validate_cpu_s={c_validate:.3f} "
-        f"manifest_load_s={t_load:.3f} manifest_load_cpu_s={c_load:.3f} "
+        f"manifest_load_s={t_load:.3f} manifest_load_cpu_s={c_load:.3f} json_manifest_load_cpu_s={c_json:.3f} "
         f"lint_links_per_s={n_links / c_lint:.0f} validate_links_per_s={n_links / c_validate:.0f}"
     )
     return 1 if problems or lint_report.findings else 0

@@ -132,10 +132,16 @@ def plan(
     name: str | None = typer.Option(None, "--name", help="fabric name"),
     output: Path | None = OutputOpt,
 ) -> None:
-    """Generate the manifest of a rail-optimised fat tree (YAML; CSV if -o ends in .csv)."""
+    """Generate the manifest of a rail-optimised fat tree (YAML; CSV or JSON by -o's extension)."""
     manifest = plan_fat_tree(PlanSpec(hosts=hosts, hcas=hcas, radix=radix, blocking=blocking, tiers=tiers,
                                       speed=speed.upper(), switch_model=model, host_prefix=host_prefix, name=name))
-    text = export_csv(manifest) if output and output.suffix.lower() == ".csv" else dump_manifest(manifest)
+    suffix = output.suffix.lower() if output else ""
+    if suffix == ".csv":
+        text = export_csv(manifest)
+    elif suffix == ".json":
+        text = manifest.model_dump_json(indent=1, exclude_none=True) + "\n"
+    else:
+        text = dump_manifest(manifest)
     _write(text, output)
     roles: dict[str, int] = {}
     for d in manifest.devices:

@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import networkx as nx
-
 from cabling.findings import Finding, Report, Severity
 from cabling.model import Device, Endpoint, Manifest, parse_ratio
 from cabling.ports import hca_of, port_number, switch_port
@@ -120,6 +118,8 @@ def _self_link(ctx: LintContext, rule: Rule) -> list[Finding]:
 
 
 def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
+    import networkx as nx  # imported here: it is slow to load and only this rule needs it
+
     # HCAs do not forward packets, so a host's eight HCAs are eight separate graph nodes:
     # eight rails joined only through hosts are still eight networks.
     g: nx.Graph = nx.Graph()

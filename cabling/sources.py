@@ -12,7 +12,6 @@ from cabling.discovery.ibstat import load_ibstat
 from cabling.discovery.lldp import load_lldp_dir
 from cabling.discovery.model import DiscoveredFabric
 from cabling.discovery.nodemap import load_node_name_map
-from cabling.discovery.ufm import UfmClient, load_ufm_dir
 from cabling.errors import CablingInputError
 from cabling.manifest import load_manifest
 from cabling.model import Manifest
@@ -57,10 +56,14 @@ class DiscoveryOptions:
             fabrics.append(load_ibnetdiscover(self.ibnetdiscover))
         for f in self.iblinkinfo:
             fabrics.append(load_iblinkinfo(f))
-        if self.ufm_dir:
-            fabrics.append(load_ufm_dir(self.ufm_dir))
-        if self.ufm_url:
-            fabrics.append(UfmClient.from_env(self.ufm_url, self.ufm_user, not self.ufm_insecure).fabric())
+        if self.ufm_dir or self.ufm_url:
+            # requests and tenacity load slowly; only UFM sources need them.
+            from cabling.discovery.ufm import UfmClient, load_ufm_dir
+
+            if self.ufm_dir:
+                fabrics.append(load_ufm_dir(self.ufm_dir))
+            if self.ufm_url:
+                fabrics.append(UfmClient.from_env(self.ufm_url, self.ufm_user, not self.ufm_insecure).fabric())
         if self.lldp:
             fabrics.append(load_lldp_dir(self.lldp))
         if not fabrics:

@@ -51,6 +51,9 @@ def test_plan_to_stdout_and_csv(tmp_path):
     csv = tmp_path / "p.csv"
     assert run("plan", "--hosts", "4", "--hcas", "2", "--radix", "8", "-o", str(csv)).exit_code == 0
     assert csv.read_text().startswith("cable,a_device")
+    js = tmp_path / "p.json"
+    assert run("plan", "--hosts", "4", "--hcas", "2", "--radix", "8", "-o", str(js)).exit_code == 0
+    assert run("lint", str(js)).exit_code == 0
     r = run("plan", "--hosts", "511", "--tiers", "2")
     assert r.exit_code == 2 and "use --tiers 3" in r.output
 
