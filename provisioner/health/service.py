@@ -11,7 +11,15 @@ from typing import Any
 from provisioner.exceptions import IllegalTransition, InventoryError
 from provisioner.health.checks import CHECK_IDS
 from provisioner.health.config import Expectations, HealthSettings
-from provisioner.health.model import HostReport, RemedyKind, Status, Verdict, judge
+from provisioner.health.model import (
+    HostReport,
+    Remedy,
+    RemedyKind,
+    Severity,
+    Status,
+    Verdict,
+    judge,
+)
 from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
 from provisioner.health.ssh import SshClient, SshTarget
 from provisioner.inventory import Host, Site
@@ -96,6 +104,36 @@ class HealthRunSummary:
         return [r for r in self.reports if r.verdict is Verdict.NEEDS_ATTENTION]
 
 
+_GPU_STATE_CHECKS = ("gpu.count", "gpu.ecc", "gpu.row_remap")
+
+
+def age_old_xids(report: HostReport, previous: HostReport | None) -> HostReport:
+    """Xids stay in the kernel log until reboot: once they were reported and the GPUs check
+    clean again (after the GPU reset the remedy asked for), they are old news, not a new fault.
+
+    Only a gpu.xid failing for a GPU reset, whose every event line was already in the previous
+    run's evidence, is downgraded to a warning (which keeps the host from turning golden until
+    a reboot). Xids that ask for a reboot or a repair stay failures until that is done.
+    """
+    xid = next((r for r in report.results if r.id == "gpu.xid"), None)
+    if (xid is None or xid.status is not Status.FAIL or previous is None
+            or xid.remedy.kind is not RemedyKind.RESET_GPU):
+        return report
+    before = next((r for r in previous.results if r.id == "gpu.xid"), None)
+    if before is None or not set(xid.evidence) <= set(before.evidence):
+        return report
+    if any(r.id in _GPU_STATE_CHECKS and r.status not in (Status.PASS, Status.NOT_APPLICABLE)
+           for r in report.results):
+        return report
+    aged = xid.model_copy(update={
+        "status": Status.WARN, "severity": Severity.WARNING, "remedy": Remedy(),
+        "summary": f"{xid.summary}; already reported in run {previous.run_id} and the GPUs "
+                   "check clean now (reboot to clear the log)",
+        "observed": {**xid.observed, "already_reported_in": previous.run_id},
+    })
+    return report.model_copy(update={"results": [aged if r is xid else r for r in report.results]})
+
+
 def _failure_reason(report: HostReport) -> str:
     bits = [f"{r.id} {r.status.value}: {r.summary}" for r in report.failed]
     text = REASON_PREFIX + "; ".join(bits)
@@ -169,6 +207,7 @@ def run_site_health(
     judged = []
     for rep in raw:
         golden_after = site.settings.golden_after
+        rep = age_old_xids(rep, latest_report(store, rep.host))
         rep = judge(rep, golden_after, clean_streak(store, rep.host, max(golden_after, 50)))
         record(store, rep)
         judged.append(rep)

@@ -126,3 +126,29 @@ def test_skipping_checks() -> None:
     assert "kernel.log" not in ids and "gpu.count" in ids
     with pytest.raises(InventoryError, match=r"unknown check id\(s\) to skip: gpu\.colour"):
         health_settings(site, ["gpu.colour"])
+
+
+def test_old_xids_are_downgraded_once_the_gpus_check_clean() -> None:
+    from provisioner.health.service import age_old_xids
+
+    xid = result("gpu.xid", Status.FAIL, "Xid 48", remedy=RemedyKind.RESET_GPU,
+                 evidence=["[t1] NVRM: Xid (PCI:0000:18:00): 48, DBE"])
+    ecc_bad = result("gpu.ecc", Status.FAIL, "DBE", remedy=RemedyKind.RESET_GPU)
+    ecc_ok = result("gpu.ecc", Status.PASS, "ok")
+
+    def mk(*results, run="r2"):
+        return HostReport(host="a", run_id=run, started_at="t", duration_s=0, results=list(results))
+
+    first = mk(xid, ecc_bad, run="r1")
+    assert age_old_xids(first, None) is first
+    still_bad = age_old_xids(mk(xid, ecc_bad), first)
+    assert still_bad.results[0].status is Status.FAIL  # the GPU was not reset yet
+    fixed = age_old_xids(mk(xid, ecc_ok), first)
+    assert fixed.results[0].status is Status.WARN and fixed.results[0].remedy.kind is RemedyKind.NONE
+    assert fixed.results[0].observed["already_reported_in"] == "r1"
+    assert judge(fixed, 2, 0).verdict is Verdict.HEALTHY
+    new_event = result("gpu.xid", Status.FAIL, "Xid 48", remedy=RemedyKind.RESET_GPU,
+                       evidence=[*xid.evidence, "[t2] NVRM: Xid (PCI:0000:18:00): 48, DBE"])
+    assert age_old_xids(mk(new_event, ecc_ok), first).results[0].status is Status.FAIL
+    repair = xid.model_copy(update={"remedy": xid.remedy.model_copy(update={"kind": RemedyKind.REPAIR})})
+    assert age_old_xids(mk(repair, ecc_ok), mk(repair, ecc_ok, run="r1")).results[0].status is Status.FAIL
