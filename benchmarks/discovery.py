@@ -45,7 +45,8 @@ def address(i: int) -> str:
     return f"127.100.{i // 250}.{i % 250 + 1}"
 
 
-def run(urls: list[str], parallel: int, timeout_s: float) -> tuple[float, list[int], int]:
+def run(urls: list[str], parallel: int, timeout_s: float,
+        processes: int | None = None) -> tuple[float, list[int], int]:
     """Discover every URL; return wall seconds, requests per host, failures."""
     options = ClientOptions(verify_tls=False, timeout_s=timeout_s, retries=1)
     rule = NicRule(mac_prefix="52:54:00:18:00")
@@ -56,7 +57,7 @@ def run(urls: list[str], parallel: int, timeout_s: float) -> tuple[float, list[i
     ]
     start = time.perf_counter()
     cpu = time.process_time()
-    results = discover_all(targets, max_parallel=parallel)
+    results = discover_all(targets, max_parallel=parallel, processes=processes)
     wall = time.perf_counter() - start
     print(f"  {len(urls)} BMCs: wall {wall:.2f} s, client CPU {time.process_time() - cpu:.2f} s",
           file=sys.stderr)
@@ -73,6 +74,8 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.2, help="seconds per BMC answer")
     parser.add_argument("--parallel", type=int, default=None,
                         help="discovery threads (default: N)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="discovery processes (default: one per core, >= 64 BMCs each)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
@@ -90,7 +93,7 @@ def main() -> int:
         ) as urls:
             run(urls[:1], 1, 30)  # warm the proxy's cache; not measured
             one, req_one, fail_one = run(urls[:1], 1, 30)
-            many, req_many, fail_many = run(urls, parallel, 60)
+            many, req_many, fail_many = run(urls, parallel, 60, args.processes)
     ratio = many / one
     per_host = statistics.mean(req_many) if req_many else 0.0
     print(f"BMC answer delay        {args.delay * 1000:.0f} ms")

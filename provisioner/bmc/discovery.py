@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from queue import Empty
 from typing import Any
 
 from provisioner.bmc.base import HostFacts
@@ -22,6 +25,7 @@ log = logging.getLogger(__name__)
 # Threads mostly wait on BMCs (hundreds of ms per request), so hundreds of them are cheap;
 # the site's settings.redfish.max_parallel bounds it.
 DEFAULT_MAX_PARALLEL = 128
+MIN_PER_PROCESS = 64
 REASON_NIC = "no PXE NIC matched"
 REASON_BUG = "internal error"
 # States in which a failed discovery marks the host failed; later states keep their state
@@ -89,15 +93,11 @@ def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
     return result
 
 
-def discover_all(
+def _discover_threads(
     targets: Sequence[DiscoveryTarget],
-    *,
-    max_parallel: int = DEFAULT_MAX_PARALLEL,
-    on_result: Callable[[DiscoveryResult], None] | None = None,
-) -> list[DiscoveryResult]:
-    """Discover every target, at most ``max_parallel`` at once; results in target order."""
-    if not targets:
-        return []
+    max_parallel: int,
+    on_result: Callable[[DiscoveryResult], None] | None,
+) -> dict[str, DiscoveryResult]:
     results: dict[str, DiscoveryResult] = {}
     workers = max(1, min(max_parallel, len(targets)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="discover") as pool:
@@ -107,6 +107,77 @@ def discover_all(
             results[res.host] = res
             if on_result:
                 on_result(res)
+    return results
+
+
+def default_processes(count: int) -> int:
+    """Worker processes for ``count`` BMCs: one per core, each with at least 64 BMCs.
+
+    Each request costs ~1 ms of Python CPU (HTTP parsing, TLS); with hundreds of BMCs one
+    interpreter's lock, not the BMCs, would set the pace.
+    """
+    return max(1, min(os.cpu_count() or 1, count // MIN_PER_PROCESS))
+
+
+def _shard_worker(
+    targets: Sequence[DiscoveryTarget], indices: Sequence[int], max_parallel: int,
+    queue: Any,
+) -> None:
+    _discover_threads([targets[i] for i in indices], max_parallel, queue.put)
+
+
+def discover_all(
+    targets: Sequence[DiscoveryTarget],
+    *,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
+    on_result: Callable[[DiscoveryResult], None] | None = None,
+    processes: int | None = None,
+) -> list[DiscoveryResult]:
+    """Discover every target, at most ``max_parallel`` at once; results in target order.
+
+    With ``processes`` > 1 the targets are split across forked worker processes (forked, so
+    credentials never need to be serialised), each running its share of the threads.
+    """
+    if not targets:
+        return []
+    procs = default_processes(len(targets)) if processes is None else max(1, processes)
+    if procs <= 1 or "fork" not in mp.get_all_start_methods():
+        results = _discover_threads(targets, max_parallel, on_result)
+        return [results[t.name] for t in targets]
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    per_proc = max(1, max_parallel // procs)
+    workers = []
+    for k in range(procs):
+        indices = list(range(k, len(targets), procs))
+        proc = ctx.Process(target=_shard_worker, args=(targets, indices, per_proc, queue),
+                           name=f"discover-{k}", daemon=True)
+        proc.start()
+        workers.append(proc)
+    results = {}
+    try:
+        while len(results) < len(targets):
+            try:
+                res = queue.get(timeout=1.0)
+            except Empty:
+                if not any(p.is_alive() for p in workers) and queue.empty():
+                    break  # a worker died: its remaining hosts are reported below
+                continue
+            results[res.host] = res
+            if on_result:
+                on_result(res)
+    finally:
+        for proc in workers:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+    for target in targets:
+        if target.name not in results:
+            lost = DiscoveryResult(target.name, reason=REASON_BUG,
+                                   error="the discovery worker process died")
+            results[target.name] = lost
+            if on_result:
+                on_result(lost)
     return [results[t.name] for t in targets]
 
 

@@ -336,8 +336,15 @@ class RedfishClient:
                 return exc.status in allowed
             return False
 
+        # Most requests succeed first time: only a failure pays for setting up tenacity.
+        try:
+            return self._once(method, path, body=body, query=query, headers=headers)
+        except RedfishError as exc:
+            if self.options.retries < 1 or not retryable(exc):
+                raise
+            self._sleep(self._delay(exc, 1))
         retrying = Retrying(
-            stop=stop_after_attempt(max(1, self.options.retries + 1)),
+            stop=stop_after_attempt(self.options.retries),
             retry=retry_if_exception(retryable),
             wait=self._wait,
             sleep=self._sleep,
@@ -350,9 +357,14 @@ class RedfishClient:
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
+        # The first attempt happened before tenacity took over.
+        return self._delay(exc, state.attempt_number + 1)
+
+    def _delay(self, exc: BaseException | None, retry_number: int) -> float:
+        """Seconds before retry ``retry_number``: the BMC's Retry-After, else backoff."""
         if isinstance(exc, RedfishError) and exc.retry_after_s is not None:
             return min(exc.retry_after_s, self.options.max_backoff_s)
-        base = self.options.backoff_s * (2 ** (state.attempt_number - 1))
+        base = self.options.backoff_s * (2 ** (retry_number - 1))
         return float(min(self.options.max_backoff_s, base * (1 + random.random() / 4)))
 
     def _once(
