@@ -204,6 +204,7 @@ class Manifest(BaseModel):
     _source: str | None = PrivateAttr(default=None)
     _device_lines: dict[str, int] = PrivateAttr(default_factory=dict)
     _link_lines: list[int | None] = PrivateAttr(default_factory=list)
+    _link_sources: list[str] = PrivateAttr(default_factory=list)
 
     def device_map(self) -> dict[str, Device]:
         """Devices by case-folded name."""
@@ -212,8 +213,9 @@ class Manifest(BaseModel):
     def where_link(self, index: int) -> str:
         """``file:line`` of link ``index`` (or ``links[index]`` when not loaded from a file)."""
         line = self._link_lines[index] if index < len(self._link_lines) else None
-        if self._source and line:
-            return f"{self._source}:{line}"
+        source = self._link_sources[index] if index < len(self._link_sources) else self._source
+        if source and line:
+            return f"{source}:{line}"
         return f"links[{index}]"
 
     def where_device(self, name: str) -> str:
@@ -223,11 +225,13 @@ class Manifest(BaseModel):
             return f"{self._source}:{line}"
         return f"device {name}"
 
-    def set_origin(self, source: str, device_lines: dict[str, int], link_lines: list[int | None]) -> None:
-        """Remember the file and lines this manifest was read from."""
+    def set_origin(self, source: str, device_lines: dict[str, int], link_lines: list[int | None],
+                   link_sources: list[str] | None = None) -> None:
+        """Remember the file (or, per link, files) and lines this manifest was read from."""
         self._source = source
         self._device_lines = device_lines
         self._link_lines = link_lines
+        self._link_sources = link_sources or []
 
     def expected_speed(self, link: Link) -> str | None:
         """The speed a link should train at: its own, else the fabric default."""

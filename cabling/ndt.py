@@ -38,9 +38,9 @@ def load_ndt(paths: list[Path] | list[str]) -> Manifest:
             links.append(link)
             origins.append((str(p), line))
     manifest = build_manifest(links, locations)
-    sources = {src for src, _ in origins}
-    src = sources.pop() if len(sources) == 1 else "<ndt files>"
-    manifest.set_origin(src, {}, [line for _, line in origins])
+    names = sorted({src for src, _ in origins})
+    manifest.set_origin(names[0] if len(names) == 1 else " + ".join(Path(n).name for n in names), {},
+                        [line for _, line in origins], [src for src, _ in origins])
     return manifest
 
 
