@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from provisioner.health.config import Expectations
+from provisioner.health.ib import IB_ERROR_COUNTERS
 
 BEGIN = "@@PROVISIONER-HEALTH-BEGIN"
 END = "@@PROVISIONER-HEALTH-END"
@@ -72,8 +73,6 @@ PY
 
 def collector_script(exp: Expectations, *, deep: bool = False) -> str:
     """The bash script printing every section the checks need for this host."""
-    from provisioner.health.ib import IB_ERROR_COUNTERS
-
     s = exp.settings
     lines = [_PRELUDE.replace("{COUNTERS}", " ".join(IB_ERROR_COUNTERS))]
     add = lines.append

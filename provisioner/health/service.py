@@ -11,7 +11,9 @@ from typing import Any
 from provisioner.exceptions import IllegalTransition, InventoryError
 from provisioner.health.checks import CHECK_IDS
 from provisioner.health.config import Expectations, HealthSettings
+from provisioner.health.errors import HealthInputError
 from provisioner.health.model import (
+    CheckResult,
     HostReport,
     Remedy,
     RemedyKind,
@@ -19,6 +21,7 @@ from provisioner.health.model import (
     Status,
     Verdict,
     judge,
+    worst_remedy,
 )
 from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
 from provisioner.health.ssh import SshClient, SshTarget
@@ -61,8 +64,6 @@ def ssh_target(site: Site, host: Host, settings: HealthSettings) -> SshTarget:
     """How to log into ``host``: ansible_host/ansible_port vars win over the address plan."""
     address = host.vars.get("ansible_host") or host.addresses.get("provisioning")
     if address is None:
-        from provisioner.health.errors import HealthInputError
-
         raise HealthInputError(
             f"host {host.name!r} has no provisioning address and no vars.ansible_host",
             hint=f"add a provisioning network to {site.path} or set vars.ansible_host",
@@ -220,8 +221,6 @@ def run_site_health(
 
 def latest_report(store: StateStore, host: str) -> HostReport | None:
     """The host's last stored health run as a report (None before its first run)."""
-    from provisioner.health.model import CheckResult, worst_remedy
-
     runs = store.health_history(host, limit=1)
     if not runs:
         return None

@@ -13,6 +13,7 @@ from provisioner.health.errors import ParseError
 from provisioner.health.model import CheckResult, Remedy, RemedyKind, Severity, Status
 from provisioner.health.nvsmi import NvsmiReport, parse_nvsmi
 from provisioner.health.pcie import PciDevice, parse_lspci
+from provisioner.health.xid import serials_from_kernel_log
 
 MAX_EVIDENCE = 20
 
@@ -56,8 +57,6 @@ class Context:
 
     def gpu_label(self, bus_id: str) -> str:
         """The best name for the GPU at ``bus_id``: module and serial when nvidia-smi knows it."""
-        from provisioner.health.xid import serials_from_kernel_log
-
         report = None
         try:
             report = self.nvsmi
