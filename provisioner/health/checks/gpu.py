@@ -59,8 +59,8 @@ def check_gpu_count(ctx: Context) -> CheckResult:
     if isinstance(gpus, CheckResult):
         return gpus
     assert ctx.nvsmi is not None
-    observed.update({"driver_gpus": len(gpus), "attached": ctx.nvsmi.attached,
-                     "models": sorted({g.product or "?" for g in gpus})})
+    models = sorted({g.product or "?" for g in gpus})
+    observed.update({"driver_gpus": len(gpus), "attached": ctx.nvsmi.attached, "models": models})
     if ctx.nvsmi.truncated or len(gpus) < want:
         return result(
             cid, Status.FAIL,
@@ -77,7 +77,7 @@ def check_gpu_count(ctx: Context) -> CheckResult:
             threshold=threshold, remedy=RemedyKind.REPAIR,
             part=", ".join(f"{g.label()} ({g.product})" for g in wrong),
         )
-    return result(cid, Status.PASS, f"{len(gpus)} x {observed['models'][0]}",  # type: ignore[index]
+    return result(cid, Status.PASS, f"{len(gpus)} x {' / '.join(models)}",
                   observed=observed, threshold=threshold)
 
 
@@ -361,7 +361,7 @@ def check_gpudirect(ctx: Context) -> CheckResult:
                       "re-image if a reboot does not load it")
     kernel = dict(ln.split("=", 1) for ln in ctx.text("meta").splitlines() if "=" in ln).get("kernel", "")
     m = re.match(r"(\d+)\.(\d+)", kernel)
-    new_enough = bool(m) and (int(m.group(1)), int(m.group(2))) >= (5, 12)  # type: ignore[union-attr]
+    new_enough = m is not None and (int(m.group(1)), int(m.group(2))) >= (5, 12)
     if "nvidia" in modules and new_enough:
         return result(cid, Status.PASS, f"DMA-BUF: nvidia loaded on kernel {kernel}",
                       observed={"kernel": kernel})
