@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from provisioner.cli.common import SiteOption, console, print_json, site_name
-from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.deploy.base import backend_class
 from provisioner.exceptions import ExitCode, InputError
 from provisioner.inventory import Host, Site, load_site
@@ -106,13 +106,48 @@ def _summary(result: RackResult, as_json: bool) -> None:
         console.print(f"site.yml log: {result.configure_log}")
 
 
+def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
+    """Say what a run would do, changing nothing (the backend's own plan when it has one)."""
+    backend = backend_class(site.settings.deploy_backend)()
+    store = StateStore.for_site(site)
+    runner = RackRunner(site, store, backend, open_bmc=None, reporter=_QuietReporter(), options=options)
+    todo, skipped = runner.plan(hosts)
+    wave = runner.wave_plan(len(todo))
+    backend_plan = None
+    planner = getattr(backend, "plan", None)
+    if callable(planner) and todo:
+        backend_plan = planner(site, [runner.request_for(h) for h in todo], reimage=options.reimage)
+    if as_json:
+        print_json(
+            {
+                "deploy": [h.name for h in todo],
+                "skip": {r.host: r.reason for r in skipped},
+                "wave": {"size": wave.size, "reason": wave.reason, "bound_s": wave.bound_s},
+                "backend": backend_plan.to_dict() if backend_plan is not None else None,
+            }
+        )
+        return
+    verb = "re-image" if options.reimage else "deploy"
+    console.print(f"dry run: would {verb} {len(todo)} host(s), {wave.size} at once ({wave.reason})")
+    for h in todo:
+        console.print(f"  {verb}: {h.name}")
+    for r in skipped:
+        console.print(f"  skip: {r.host} ({r.reason})")
+    if backend_plan is not None:
+        console.print(backend_plan.render())
+
+
 def _run(
     site: Site,
     hosts: list[Host],
     options: RackOptions,
     command: str,
     as_json: bool,
+    dry_run: bool = False,
 ) -> None:
+    if dry_run:
+        _dry_run(site, hosts, options, as_json)
+        return
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
     open_bmc = None
@@ -170,6 +205,7 @@ def rack(
     ),
     force: bool = typer.Option(False, "--force", help="Also deploy hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
 ) -> None:
     """Install every (or the named) host of a rack: discover, PXE, install, boot, SSH, site.yml.
 
@@ -184,7 +220,7 @@ def rack(
         wait_ssh=not no_ssh_wait,
         force=force,
     )
-    _run(s, selected, options, f"provision rack --site {s.name}", as_json)
+    _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run)
 
 
 @handle_errors
@@ -199,6 +235,7 @@ def reimage(
     no_ssh_wait: bool = typer.Option(False, "--no-ssh-wait", help="Do not wait for SSH."),
     force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
 ) -> None:
     """Reinstall the named hosts (root disk only: data disks and ZFS pools are kept)."""
     s = load_site(site_name(site))
@@ -216,10 +253,14 @@ def reimage(
     if not selected:
         console.print("no host to re-image")
         return
-    console.print(f"These {len(selected)} host(s) will have their root disk WIPED and reinstalled:")
-    for h in selected:
-        console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
-    if not yes:
+    if not dry_run:
+        # on stderr, so that --json keeps stdout machine-readable
+        err_console.print(
+            f"These {len(selected)} host(s) will have their root disk WIPED and reinstalled:"
+        )
+        for h in selected:
+            err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
+    if not yes and not dry_run:
         # without a terminal (CI, cron) an unanswered prompt reads EOF and aborts: nothing is wiped
         typer.confirm("Proceed?", abort=True)
     options = RackOptions(
@@ -230,7 +271,7 @@ def reimage(
         reimage=True,
         force=force,
     )
-    _run(s, selected, options, f"provision reimage --site {s.name}", as_json)
+    _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run)
 
 
 def _method(value: str | None, site: Site) -> Literal["image", "autoinstall"]:

@@ -173,7 +173,7 @@ class RackRunner:
         results: list[HostResult] = list(skipped)
         if not todo:
             return RackResult(wave, results)
-        requests = [self._request(h) for h in todo]
+        requests = [self.request_for(h) for h in todo]
         self.backend.prepare(self.site, requests)
         try:
             with ThreadPoolExecutor(max_workers=max(1, wave.size), thread_name_prefix="deploy") as pool:
@@ -191,7 +191,8 @@ class RackRunner:
         results.sort(key=lambda r: order.get(r.host, 0))
         return RackResult(wave, results, log)
 
-    def _request(self, host: Host) -> DeployRequest:
+    def request_for(self, host: Host) -> DeployRequest:
+        """The deploy request for a host, before discovery fills in its MAC."""
         s = self.site.settings
         return DeployRequest(
             host=host,
@@ -300,8 +301,17 @@ class RackRunner:
             )
         mac = host.provisioning_mac or mac
         if not mac:
-            raise _HostFailed("no provisioning MAC: the BMC reported no port matching the rule")
+            why = facts.extra.get("provisioning_nic_error")
+            raise _HostFailed(
+                str(why) if why else "no provisioning MAC: the BMC reported no port matching the rule"
+            )
         req.mac = mac
+        # backends that match machines by any of their MACs (MAAS) get them all, and the
+        # Redfish system id for their own power driver
+        req.extra["macs"] = sorted({n.mac for n in facts.nics if n.mac})
+        system_path = facts.extra.get("system_path")
+        if system_path:
+            req.extra["redfish_system_id"] = str(system_path).rstrip("/").rsplit("/", 1)[-1]
         self._clock(host, bmc, facts)
         return bmc
 

@@ -164,3 +164,38 @@ def test_wave_size_from_uplink() -> None:
     assert choose_wave_size(3, uplink_gbps=100, host_link_gbps=10).size == 3
     assert choose_wave_size(50, uplink_gbps=1, host_link_gbps=10).size == 1
     assert choose_wave_size(50, uplink_gbps=100, host_link_gbps=10, explicit=20).size == 20
+
+
+def test_cli_dry_run_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path))
+    res = CliRunner().invoke(
+        app, ["reimage", "--site", "example", "gpu-r01-u03", "--dry-run", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["deploy"] == ["gpu-r01-u03"] and doc["wave"]["size"] == 1
+    store = StateStore(tmp_path / "example.sqlite", site="example")
+    assert store.get("gpu-r01-u03").state == NodeState.ENROLLED
+    assert [e.kind for e in store.events("gpu-r01-u03")] == ["enrolled"]
+
+
+def test_cli_reimage_needs_hosts_or_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+    from provisioner.exceptions import ExitCode
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path))
+    res = CliRunner().invoke(app, ["reimage", "--site", "example"])
+    assert res.exit_code == ExitCode.BAD_INPUT
+    assert "name the hosts to re-image" in res.output
+    # without --yes and without a terminal answering, nothing is wiped
+    res = CliRunner().invoke(app, ["reimage", "--site", "example", "gpu-r01-u03"], input="n\n")
+    assert res.exit_code != 0
+    assert "WIPED" in res.output
