@@ -114,12 +114,15 @@ class EmbeddedBackend(DeployBackend):
         self.dnsmasq: DnsmasqService | None = None
         self.image: ServedImage | None = None
         self.image_url = ""
+        self.base = ""  # the HTTP server's URL as hosts see it, set by prepare()
         self._network: Network | None = None
         self._lock = threading.Lock()
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Build/find the ramdisk and image, start the HTTP server and dnsmasq."""
+        self.close()  # a second prepare() replaces the services of the first
+        self.image = None
         settings = embedded_settings(site)
         network = site.networks.get("provisioning")
         if network is None:
@@ -132,7 +135,7 @@ class EmbeddedBackend(DeployBackend):
         for r in requests:
             self._reservation(r)  # bad addresses or names fail before anything starts
         server = DeployServer(
-            bind=settings.bind_address, port=settings.http_port, public_url=settings.public_http
+            bind=settings.bind_address, port=settings.http_port, public_url=""
         )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):
@@ -140,23 +143,24 @@ class EmbeddedBackend(DeployBackend):
             server.files["ramdisk/vmlinuz"] = ramdisk.kernel
             server.files["ramdisk/initrd.img"] = ramdisk.initrd
             self.image = prepare_image(site.settings.image)
-            name = f"images/{self.image.sha256[:16]}.raw"
-            server.files[name] = self.image.path
-            self.image_url = f"{settings.public_http}/files/{name}"
+            server.files[self._image_path()] = self.image.path
+        server.start()
+        self.server = server
+        self.base = server.public_url = settings.public_http(server.port)
+        if self.image is not None:
+            self.image_url = f"{self.base}/files/{self._image_path()}"
         cfg = DnsmasqConfig(
             interface=settings.interface,
             server_address=settings.server_address,
             network=network.cidr,
             gateway=network.gateway,
             dns=tuple(network.dns),
-            ipxe_boot_url=f"{settings.public_http}/ipxe/boot.ipxe",
+            ipxe_boot_url=f"{self.base}/ipxe/boot.ipxe",
             workdir=state_dir(site, settings),
             lease_s=settings.dhcp_lease_s,
             dynamic_range=settings.dynamic_range,
         )
         dnsmasq = DnsmasqService(cfg, netns=settings.netns)
-        server.start()
-        self.server = server
         try:
             dnsmasq.start()
         except BaseException:
@@ -171,6 +175,10 @@ class EmbeddedBackend(DeployBackend):
             f" (netns {settings.netns})" if settings.netns else "",
             cfg.log_path,
         )
+
+    def _image_path(self) -> str:
+        assert self.image is not None
+        return f"images/{self.image.sha256[:16]}.raw"
 
     def _reservation(self, request: DeployRequest) -> Reservation:
         addr = request.host.addresses.get("provisioning")
@@ -188,7 +196,7 @@ class EmbeddedBackend(DeployBackend):
         assert self.site is not None and self.settings is not None and self._network is not None
         site, settings, net = self.site, self.settings, self._network
         host: Host = request.host
-        base = settings.public_http
+        base = self.base
         res = self._reservation(request)
         session = HostSession(host=host.name, mac=res.mac, method=request.method, ipxe_script="")
         gateway = net.gateway if net.gateway is not None else settings.server_address

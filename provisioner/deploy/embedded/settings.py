@@ -33,7 +33,7 @@ class EmbeddedSettings(BaseModel):
     server_address: str  # this machine's address on the provisioning network (TFTP next-server)
     netns: str | None = None  # run dnsmasq inside this network namespace (the lab)
     http_address: str | None = None  # where hosts reach the HTTP server; default server_address
-    http_port: int = Field(default=8080, ge=1, le=65535)
+    http_port: int = Field(default=8080, ge=0, le=65535)  # 0: any free port
     http_bind: str | None = None  # address the HTTP server binds; default http_address
     log_dir: str | None = None  # dnsmasq config/log/leases, TFTP root; default the state dir
     dhcp_lease_s: int = Field(default=3600, ge=120)
@@ -46,10 +46,9 @@ class EmbeddedSettings(BaseModel):
     host_link_gbps: float = Field(default=10.0, gt=0)  # read by the workflow's wave planning
     autoinstall: AutoinstallSettings | None = None
 
-    @property
-    def public_http(self) -> str:
-        """Base URL of the HTTP server as the hosts see it."""
-        return f"http://{self.http_address or self.server_address}:{self.http_port}"
+    def public_http(self, port: int | None = None) -> str:
+        """Base URL of the HTTP server as the hosts see it (``port``: the one actually bound)."""
+        return f"http://{self.http_address or self.server_address}:{port or self.http_port}"
 
     @property
     def bind_address(self) -> str:

@@ -1,0 +1,306 @@
+"""The embedded backend's control flow and its DHCP server, without a VM (seconds, not minutes).
+
+dnsmasq runs for real inside a throwaway network namespace and answers a real DHCP client
+(busybox udhcpc) for a reserved MAC while ignoring an unknown one. The deploy flow runs against
+the real HTTP server, with a BMC whose "host" is a thread acting as the deploy ramdisk: it
+fetches the one-time configuration and posts the callbacks the ramdisk would.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from netaddr import IPAddress
+
+from provisioner.bmc.base import BootTarget, HostFacts, PowerAction, PowerState
+from provisioner.deploy.base import DeployRequest
+from provisioner.deploy.embedded import EmbeddedBackend
+from provisioner.deploy.embedded.dnsmasq import DnsmasqService, Reservation, parse_offers
+from provisioner.deploy.embedded.settings import embedded_settings
+from provisioner.exceptions import BMCError, DeployError, InventoryError
+from provisioner.inventory.loader import load_site
+
+pytestmark = pytest.mark.lab
+
+NET = "198.18.236"
+MAC = "52:54:00:ec:00:01"
+STRANGER = "52:54:00:ec:00:99"
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    if os.geteuid() != 0 or not shutil.which("dnsmasq") or not shutil.which("busybox"):
+        pytest.skip("needs root, dnsmasq and busybox")
+    name = f"pdflow{os.getpid() % 100000}"
+    sh("ip", "netns", "del", name, check=False)
+    sh("ip", "netns", "add", name)
+    ns = ("ip", "-n", name)
+    sh(*ns, "link", "add", "pfbr0", "type", "bridge")
+    sh(*ns, "addr", "add", f"{NET}.1/24", "dev", "pfbr0")
+    sh(*ns, "link", "set", "pfbr0", "up")
+    for i, mac in enumerate((MAC, STRANGER)):
+        sh(*ns, "link", "add", f"cl{i}", "address", mac, "type", "veth", "peer", "name", f"cl{i}p")
+        sh(*ns, "link", "set", f"cl{i}p", "master", "pfbr0")
+        sh(*ns, "link", "set", f"cl{i}p", "up")
+        sh(*ns, "link", "set", f"cl{i}", "up")
+    yield name
+    sh("ip", "netns", "del", name, check=False)
+
+
+def site_file(tmp: Path, netns: str, extra: str = "") -> Path:
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForFlowTests test@flow"
+    (tmp / "site.yml").write_text(
+        f"""\
+site: flowtest
+settings:
+  ssh_authorized_keys: ["{key}"]
+  embedded:
+    netns: {netns}
+    interface: pfbr0
+    server_address: {NET}.1
+    http_address: 127.0.0.1
+    http_port: 0
+    log_dir: {tmp / "deploy"}
+    callback_timeout_s: 20
+{extra}networks:
+  provisioning: {{cidr: {NET}.0/24, gateway: {NET}.1, reserved: ["{NET}.1-{NET}.99"]}}
+credentials:
+  c: {{username: u, password: {{env: FLOWTEST_UNUSED}}}}
+profiles:
+  vm: {{provisioning_nic: {{mac_prefix: "52:54:00:ec"}}}}
+racks:
+  - name: f1
+    index: 1
+    host_name_template: "flow{{u:02d}}"
+    defaults: {{profile: vm, bmc: {{vendor: generic, credentials: c, address: 198.19.236.10}}}}
+    hosts:
+      - {{u: 1, root_disk: {{serial: FLOW-ROOT}}}}
+"""
+    )
+    return tmp / "site.yml"
+
+
+def udhcpc(netns: str, iface: str) -> str:
+    r = sh(
+        "ip", "netns", "exec", netns, "busybox", "udhcpc", "-i", iface, "-n", "-q",
+        "-t", "3", "-T", "1", "-s", "/bin/true", check=False,
+    )  # fmt: skip
+    return r.stdout + r.stderr
+
+
+def test_dhcp_only_for_reserved_macs(netns: str, tmp_path: Path) -> None:
+    site = load_site(site_file(tmp_path, netns))
+    from provisioner.deploy.embedded.dnsmasq import DnsmasqConfig
+
+    net = site.networks["provisioning"]
+    cfg = DnsmasqConfig(
+        interface="pfbr0",
+        server_address=f"{NET}.1",
+        network=net.cidr,
+        gateway=net.gateway,
+        dns=(),
+        ipxe_boot_url="http://127.0.0.1/ipxe/boot.ipxe",
+        workdir=tmp_path / "dhcp",
+    )
+    svc = DnsmasqService(cfg, netns=netns)
+    svc.start()
+    try:
+        assert f"lease of {NET}.100 obtained" not in udhcpc(netns, "cl0")  # nobody reserved yet
+        svc.add(Reservation(MAC, IPAddress(f"{NET}.100"), "flow01"))
+        assert f"lease of {NET}.100 obtained" in udhcpc(netns, "cl0")
+        assert "obtained" not in udhcpc(netns, "cl1")
+        svc.remove(MAC)
+        assert "obtained" not in udhcpc(netns, "cl0")
+    finally:
+        svc.stop()
+    log = cfg.log_path.read_text()
+    assert parse_offers(log) == {MAC: {f"{NET}.100"}}
+    assert f"DHCPDISCOVER(pfbr0) {STRANGER} ignored" in log
+    assert not svc.running()
+
+
+def test_dnsmasq_start_failure_names_the_cause(netns: str, tmp_path: Path) -> None:
+    from provisioner.deploy.embedded.dnsmasq import DnsmasqConfig
+    from provisioner.exceptions import NotReady
+
+    base = {
+        "server_address": f"{NET}.1",
+        "network": load_site(site_file(tmp_path, netns)).networks["provisioning"].cidr,
+        "gateway": None,
+        "dns": (),
+        "ipxe_boot_url": "http://127.0.0.1/ipxe/boot.ipxe",
+        "workdir": tmp_path / "dhcp",
+    }
+    svc = DnsmasqService(DnsmasqConfig(interface="nosuchif0", **base), netns=netns)  # type: ignore[arg-type]
+    with pytest.raises(DeployError, match="dnsmasq exited at start"):
+        svc.start()
+    with pytest.raises(NotReady, match="network namespace 'nope-ns' does not exist"):
+        DnsmasqService(DnsmasqConfig(interface="x", **base), netns="nope-ns").start()  # type: ignore[arg-type]
+
+
+class RamdiskBMC:
+    """A BMC whose host, once PXE-booted, behaves like the deploy ramdisk over HTTP."""
+
+    def __init__(self, base: str, host: str, outcome: str) -> None:
+        self.base, self.host, self.outcome = base, host, outcome
+        self.state = PowerState.OFF
+        self.next_boot: BootTarget | None = None
+        self.actions: list[str] = []
+        self.seen: dict[str, str] = {}
+        self.threads: list[threading.Thread] = []
+
+    def _ramdisk(self) -> None:
+        env_text = requests.get(f"{self.base}/deploy/{self.host}/config", timeout=5).text
+        env = {k: shlex.split(v)[0] if v else "" for k, _, v in (ln.partition("=") for ln in env_text.splitlines())}
+        self.seen = env
+        hdr = {"Authorization": f"Bearer {env['DEPLOY_TOKEN']}"}
+        cb = env["CALLBACK_URL"]
+        if self.outcome == "silent":
+            return
+        requests.post(f"{cb}/started", data="ramdisk up", headers=hdr, timeout=5)
+        if self.outcome == "nodisk":
+            log = (
+                "deploy: FAILED: root disk hint: no disk matches the hint serial=FLOW-ROOT ...\n"
+                "  vda serial=OTHER wwn=? model=\"?\" size_gb=10.7 by_path=?\n"
+            )
+            requests.post(f"{cb}/failed", data=log, headers=hdr, timeout=5)
+            return
+        seed = requests.get(f"{self.base}/deploy/{self.host}/seed/user-data", headers=hdr, timeout=5)
+        self.seen["user-data"] = seed.text
+        requests.post(f"{cb}/finished", data="deploy: sha256 verified: x\n", headers=hdr, timeout=5)
+        self.state = PowerState.OFF  # the ramdisk powers off after its last report
+
+    def _installed_os(self) -> None:
+        url = self.seen["user-data"].split("url: ")[1].split()[0]
+        requests.post(url, data={"instance_id": "x"}, timeout=5)
+
+    def _run(self, target: object) -> None:
+        t = threading.Thread(target=target)  # type: ignore[arg-type]
+        t.start()
+        self.threads.append(t)
+
+    def power_state(self) -> PowerState:
+        return self.state
+
+    def power(self, action: PowerAction) -> None:
+        self.actions.append(action.value)
+        if action == PowerAction.OFF:
+            self.state = PowerState.OFF
+            return
+        self.state = PowerState.ON
+        boot, self.next_boot = self.next_boot, None
+        self._run(self._ramdisk if boot == BootTarget.PXE else self._installed_os)
+
+    def wait_power(self, state: PowerState, timeout_s: float) -> None:
+        deadline = time.monotonic() + min(timeout_s, 5)
+        while self.state != state:
+            if time.monotonic() > deadline:
+                raise BMCError("timeout")
+            time.sleep(0.05)
+
+    def set_boot(self, target: BootTarget, *, persistent: bool = False) -> None:
+        self.actions.append(f"boot:{target.value}")
+        self.next_boot = target
+
+    def insert_media(self, image_url: str) -> None: ...
+    def eject_media(self) -> None: ...
+    def discover(self) -> HostFacts:
+        return HostFacts()
+
+    def close(self) -> None: ...
+
+
+@pytest.fixture
+def backend(netns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedBackend]:
+    # the ramdisk and image builders are exercised by the VM test; here they are stand-ins
+    import provisioner.deploy.embedded.backend as be
+    from provisioner.deploy.embedded.artifacts import ServedImage
+    from provisioner.deploy.ramdisk import Ramdisk
+
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"x" * 1024)
+    monkeypatch.setattr(be, "build_ramdisk", lambda flavour: Ramdisk(blob, blob, "6.1", {}))
+    monkeypatch.setattr(be, "prepare_image", lambda image: ServedImage(blob, "ab" * 32, 1024, 2))
+    b = EmbeddedBackend()
+    yield b
+    b.close()
+
+
+def _deploy(backend: EmbeddedBackend, tmp_path: Path, netns: str, outcome: str) -> tuple:
+    site = load_site(site_file(tmp_path, netns))
+    req = DeployRequest(host=site.host("flow01"), mac=MAC, timeout_s=30)
+    backend.prepare(site, [req])
+    assert backend.server is not None
+    bmc = RamdiskBMC(f"http://127.0.0.1:{backend.server.port}", "flow01", outcome)
+    req.bmc = bmc
+    phases: list[str] = []
+    out = backend.deploy(req, lambda h, p, m: phases.append(p))
+    for t in bmc.threads:
+        t.join(10)
+    return out, bmc, phases
+
+
+def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
+    out, bmc, phases = _deploy(backend, tmp_path, netns, "ok")
+    assert out.ok, out.reason
+    assert phases == ["pxe", "install", "reboot", "firstboot", "done"]
+    assert set(out.phases) == {"pxe", "install", "reboot", "firstboot"}
+    assert bmc.actions == ["boot:Pxe", "cycle", "boot:Hdd", "on"]
+    assert bmc.seen["HINT_ARGS"] == "--serial FLOW-ROOT"
+    assert bmc.seen["IMAGE_SHA256"] == "ab" * 32 and bmc.seen["ROOT_PART"] == "2"
+    assert "hostname: flow01" in bmc.seen["user-data"]
+    assert out.log == "deploy: sha256 verified: x\n"
+    # the host's reservation is withdrawn once it is done
+    assert backend.dnsmasq is not None
+    assert "52:54:00:ec:00:01" not in backend.dnsmasq.cfg.hosts_path.read_text()
+
+
+def test_no_matching_disk_fails_with_the_reason(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "nodisk")
+    assert not out.ok
+    assert out.reason == "flow01: root disk hint: no disk matches the hint serial=FLOW-ROOT ..."
+    assert "vda serial=OTHER" in out.log
+    assert bmc.actions[-1] == "off"  # a failed host is left powered off
+
+
+def test_silent_host_times_out(backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings", lambda s: real(s).model_copy(update={"callback_timeout_s": 1.0}))
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "silent")
+    assert not out.ok
+    assert "no 'started' report within 1 s" in out.reason
+    assert bmc.actions[-1] == "off"
+
+
+def test_deploy_without_bmc_or_prepare(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
+    site = load_site(site_file(tmp_path, netns))
+    req = DeployRequest(host=site.host("flow01"), mac=MAC)
+    with pytest.raises(DeployError, match="not prepared"):
+        backend.deploy(req, lambda *a: None)
+    backend.prepare(site, [req])
+    out = backend.deploy(req, lambda *a: None)
+    assert not out.ok and "no BMC to drive" in out.reason
+    with pytest.raises(Exception, match="does not erase"):
+        backend.release(req, erase=True)
+    backend.release(req)
+
+
+def test_settings_errors_name_the_key(tmp_path: Path, netns: str) -> None:
+    site = load_site(site_file(tmp_path, netns, extra="    bogus_key: 1\n"))
+    with pytest.raises(InventoryError, match=r"\[settings.embedded.bogus_key\]"):
+        embedded_settings(site)
