@@ -134,7 +134,7 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
         "director_internal_links": found.internal_links,
         "matched_links": len(matched_found),
     }
-    return Report(title=f"validate {manifest._source or 'manifest'} against {found.source}",
+    return Report(title=f"validate {manifest.source} against {found.source}",
                   findings=findings, stats=stats)
 
 

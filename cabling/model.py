@@ -206,6 +206,11 @@ class Manifest(BaseModel):
     _link_lines: list[int | None] = PrivateAttr(default_factory=list)
     _link_sources: list[str] = PrivateAttr(default_factory=list)
 
+    @property
+    def source(self) -> str:
+        """The file this manifest was read from, or ``manifest``."""
+        return self._source or "manifest"
+
     def device_map(self) -> dict[str, Device]:
         """Devices by case-folded name."""
         return {d.name.casefold(): d for d in self.devices}

@@ -315,7 +315,7 @@ def lint(manifest: Manifest, skip: set[str] | None = None) -> Report:
         raise CablingInputError(f"unknown rule id(s) {', '.join(sorted(unknown))}",
                                 hint="see 'provision cabling rules' for the list")
     ctx = LintContext(manifest)
-    report = Report(title=f"lint {manifest._source or 'manifest'}")
+    report = Report(title=f"lint {manifest.source}")
     for rule in RULES:
         if rule.id in skip:
             continue
