@@ -10,11 +10,12 @@ from cabling.findings import Report
 from cabling.model import Device, Manifest
 
 _TIER_NAMES = {3: "core", 2: "spine", 1: "leaf", 0: "hosts"}
-_COLORS = {"moved": "#d62728", "swapped": "#9467bd", "missing": "#d62728", "down": "#8c564b",
-           "unexpected": "#ff7f0e", "degraded_speed": "#e377c2", "degraded_width": "#e377c2"}
+_COLORS = {"moved": "#1f77b4", "swapped": "#9467bd", "missing": "#d62728", "down": "#8c564b",
+           "unexpected": "#ff7f0e", "degraded_speed": "#e377c2", "degraded_width": "#bcbd22"}
 
 
 _FONT = {"font-family": "sans-serif", "font-size": "13"}
+_SMALL = {"font-family": "sans-serif", "font-size": "10"}
 
 
 def _device_of(endpoint: str) -> str:
@@ -31,8 +32,9 @@ def render_svg(manifest: Manifest, report: Report | None = None, max_healthy_lin
     step = 14
     width = max(900, max((len(m) for m in tiers.values()), default=1) * step + 200)
     top_tier = max(tiers, default=0)
-    row_h = 160
-    height = (top_tier + 1) * row_h + 120
+    row_h = max(160, int(width / 8))  # keep wide fabrics from becoming a thin strip
+    legend_y = 60 + top_tier * row_h + 70
+    height = legend_y + 50
     pos: dict[str, tuple[float, float]] = {}
     for tier, members in tiers.items():
         y = 60 + (top_tier - tier) * row_h
@@ -77,8 +79,13 @@ def render_svg(manifest: Manifest, report: Report | None = None, max_healthy_lin
             ET.SubElement(healthy, "line", x1=f"{a[0]:.1f}", y1=f"{a[1]:.1f}", x2=f"{b[0]:.1f}", y2=f"{b[1]:.1f}")
             drawn += 1
     faults = ET.SubElement(svg, "g", {"class": "faults", "stroke-width": "2.5"})
+    seen_pairs: dict[frozenset[str], int] = defaultdict(int)
     for da, db, kind, text, dashed in fault_lines:
         a, b = pos.get(da), pos.get(db)
+        nth = seen_pairs[frozenset((da, db))]
+        seen_pairs[frozenset((da, db))] += 1
+        if a and b and nth:  # several faults between the same two devices: fan them out
+            a, b = (a[0] + 4 * nth, a[1]), (b[0] + 4 * nth, b[1])
         if not (a and b):
             a = a or b
             if not a:
@@ -104,10 +111,30 @@ def render_svg(manifest: Manifest, report: Report | None = None, max_healthy_lin
             if bad:
                 tip += "\n" + "\n".join(bad[:5])
             ET.SubElement(rect, "title").text = tip
+    labels = ET.SubElement(svg, "g", {"class": "labels", **_SMALL})
+    for tier, members in tiers.items():
+        for k, d in enumerate(members):
+            # Name every device of a small tier, and every faulty device.
+            if len(members) > 48 and d.name.casefold() not in faulty_devices:
+                continue
+            px, py = pos[d.name.casefold()]
+            below = tier == 0 or k % 2
+            attrs = {"x": f"{px:.1f}", "y": f"{py + (16 if below else -9):.1f}", "text-anchor": "middle"}
+            if d.name.casefold() in faulty_devices:
+                attrs["fill"] = "#d62728"
+            ET.SubElement(labels, "text", attrs).text = d.name
     n_faults = len(report.findings) if report else 0
-    ET.SubElement(svg, "text", {"x": "10", "y": str(height - 20), **_FONT}).text = (
+    ET.SubElement(svg, "text", {"x": "10", "y": str(legend_y), **_FONT}).text = (
         f"{len(manifest.devices)} devices, {len(manifest.links)} links, {n_faults} finding(s); "
-        "red/coloured = faulty, dashed = where a cable should be")
+        "dashed = where a cable should be; hover for the fix")
+    kinds = sorted({kind for _, _, kind, _, _ in fault_lines})
+    legend = ET.SubElement(svg, "g", {"class": "legend", **_FONT})
+    for k, kind in enumerate(kinds):
+        x = 10 + k * 150
+        ET.SubElement(legend, "line", {"x1": str(x), "y1": str(legend_y + 20), "x2": str(x + 30),
+                                       "y2": str(legend_y + 20), "stroke": _COLORS.get(kind, "#d62728"),
+                                       "stroke-width": "3"})
+        ET.SubElement(legend, "text", {"x": str(x + 36), "y": str(legend_y + 24)}).text = kind
     return ET.tostring(svg, encoding="unicode")
 
 
