@@ -199,3 +199,30 @@ def test_cli_reimage_needs_hosts_or_failed(tmp_path: Path, monkeypatch: pytest.M
     res = CliRunner().invoke(app, ["reimage", "--site", "example", "gpu-r01-u03"], input="n\n")
     assert res.exit_code != 0
     assert "WIPED" in res.output
+
+
+def test_reimage_failed_takes_only_hosts_a_reimage_fixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path))
+    store = StateStore(tmp_path / "example.sqlite", site="example")
+    hosts = ["gpu-r01-u03", "gpu-r01-u05", "gpu-r01-u07"]
+    store.ensure_hosts(hosts)
+    for name, reason, remedy in (
+        ("gpu-r01-u03", "deploy failed", None),
+        ("gpu-r01-u05", "health: root filesystem corrupt", "reimage"),
+        ("gpu-r01-u07", "health: GPU fell off the bus", "repair"),
+    ):
+        store.transition(name, NodeState.FAILED, reason=reason, error="x")
+        if remedy:
+            store.record_facts(name, {"health": {"remedy": {"kind": remedy}}})
+    res = CliRunner().invoke(app, ["reimage", "--site", "example", "--failed", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["deploy"] == ["gpu-r01-u03", "gpu-r01-u05"]
+    assert "not re-imaging gpu-r01-u07: its health remedy is repair" in res.stderr

@@ -1,0 +1,259 @@
+"""`provision rack` and `provision reimage` end to end on the virtual lab: real BMCs
+(sushy-emulator over libvirt), real PXE (dnsmasq + iPXE), real qemu VMs installing from the
+deploy ramdisk, real SSH and Ansible.
+
+Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
+hint is changed to a serial no disk has. Checked:
+- host01 and host02 deploy: the image lands on the disk the hint names (not the first one
+  enumerated), they boot from disk, SSH works and `ansible -m ping` passes;
+- host03 ends `failed` with the reason while the others finish;
+- a marker on a data disk of host01 survives `provision reimage lab-host01`;
+- during that re-image, host03 (not targeted) PXE-boots and never gets a DHCP offer (dnsmasq log);
+- host02 is not touched by the re-image (same boot id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.deploy.embedded.dnsmasq import parse_ignored, parse_offers
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+NETNS = "provle2e"
+SLOT = "3"
+BAD_SERIAL = "NO-SUCH-DISK-SERIAL"
+MARKER = "provisioner-e2e-marker: data disks survive re-image"
+
+
+def _require() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, libvirt, dnsmasq)")
+    for tool in ("qemu-system-x86_64", "libvirtd", "dnsmasq", "debootstrap", "ssh"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (run ./scripts/install-deps)")
+
+
+class Lab:
+    """The e2e lab's environment and the commands run against it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.env = {
+            **os.environ,
+            "PROVISIONER_LAB_NETNS": NETNS,
+            "PROVISIONER_LAB_SLOT": SLOT,
+            "PROVISIONER_INVENTORY": str(tmp / "inventory"),
+            "PROVISIONER_STATE_DIR": str(tmp / "state"),
+            "PROVISIONER_SITE": "lab",
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        }
+        self.site_dir = tmp / "inventory" / "lab"
+
+    def provision(self, *args: str, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [str(BIN / "provision"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if check and res.returncode != 0:
+            raise AssertionError(f"provision {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}")
+        return res
+
+    def site(self) -> dict:
+        import yaml
+
+        return yaml.safe_load((self.site_dir / "site.yml").read_text())
+
+    def address(self, host: str) -> str:
+        res = self.provision("inventory", "show", "--json")
+        return next(h["addresses"]["provisioning"] for h in json.loads(res.stdout)["hosts"] if h["name"] == host)
+
+    def ssh(self, host: str, command: str, *, check: bool = True) -> str:
+        site = self.site()
+        key = site["settings"]["ssh_private_key"]
+        user = site["settings"]["ssh_user"]
+        res = subprocess.run(
+            [
+                "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10",
+                "-i", key, f"{user}@{self.address(host)}", command,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )  # fmt: skip
+        if check and res.returncode != 0:
+            raise AssertionError(f"ssh {host} {command!r} -> {res.returncode}: {res.stderr}")
+        return res.stdout.strip()
+
+    def dnsmasq_log(self) -> Path | None:
+        state = Path(self.env.get("PROVISIONER_LAB_STATE_DIR", f"/var/lib/provisioner-lab/{NETNS}"))
+        logs = sorted(state.rglob("dnsmasq.log"))
+        return logs[0] if logs else None
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    _require()
+    lab = Lab(tmp_path_factory.mktemp("e2e"))
+    lab.provision("lab", "down", check=False)  # leftovers of a crashed earlier run
+    lab.provision("lab", "up", "--hosts", "3", "--disks", "3", timeout=900)
+    site_file = lab.site_dir / "site.yml"
+    text = site_file.read_text()
+    assert "PLAB-HOST03-DISK2" in text
+    site_file.write_text(text.replace("PLAB-HOST03-DISK2", BAD_SERIAL))
+    try:
+        yield lab
+    finally:
+        res = lab.provision("lab", "down", check=False)
+        assert res.returncode == 0, res.stderr
+
+
+def root_disk_serial(lab: Lab, host: str) -> str:
+    # the serial of the disk holding / (virtio exposes it in sysfs)
+    return lab.ssh(
+        host,
+        "src=$(findmnt -no SOURCE /); disk=$(lsblk -no PKNAME \"$src\" | head -1); "
+        "echo \"$disk $(cat /sys/block/$disk/serial)\"",
+    )
+
+
+def data_disk(lab: Lab, host: str, serial: str) -> str:
+    return lab.ssh(host, f"for d in /sys/block/vd*; do [ \"$(cat $d/serial)\" = {serial} ] && basename $d; done")
+
+
+def test_rack_then_reimage(lab: Lab) -> None:
+    # -- provision rack: two hosts deploy, the third fails with its reason -------------------
+    res = lab.provision(
+        "rack", "lab-host01", "lab-host02", "lab-host03", "--skip-configure", "--json", check=False
+    )
+    assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
+    summary = json.loads(res.stdout)
+    by_host = {h["host"]: h for h in summary["hosts"]}
+    assert by_host["lab-host01"]["status"] == "ok", by_host
+    assert by_host["lab-host02"]["status"] == "ok", by_host
+    assert by_host["lab-host03"]["status"] == "failed"
+    assert BAD_SERIAL in by_host["lab-host03"]["reason"]
+
+    states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
+    assert states["lab-host01"]["state"] == "deployed"
+    assert states["lab-host03"]["state"] == "failed"
+    assert BAD_SERIAL in (states["lab-host03"]["last_error"] or "")
+
+    # -- the image is on the hinted disk, which Linux enumerated last ------------------------
+    for host in ("lab-host01", "lab-host02"):
+        disk, serial = root_disk_serial(lab, host).split()
+        assert serial == f"PLAB-{host.upper().replace('LAB-', '')}-DISK2"
+        assert disk != "vda", "the OS landed on the first enumerated disk"
+
+    # -- Ansible reaches them through the site inventory -------------------------------------
+    ping = subprocess.run(
+        [str(BIN / "ansible"), "-i", str(lab.site_dir), "lab-host01:lab-host02", "-m", "ansible.builtin.ping"],
+        env={**lab.env, "ANSIBLE_HOST_KEY_CHECKING": "False"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert ping.stdout.count("SUCCESS") == 2
+
+    # -- a marker on a data disk of host01 ----------------------------------------------------
+    dev = data_disk(lab, "lab-host01", "PLAB-HOST01-DISK1")
+    assert dev
+    lab.ssh(
+        "lab-host01",
+        f"sudo sh -ec 'mkfs.ext4 -q -F /dev/{dev}; mkdir -p /mnt/data; mount /dev/{dev} /mnt/data; "
+        f"echo \"{MARKER}\" > /mnt/data/marker; umount /mnt/data'",
+    )
+    boot01 = lab.ssh("lab-host01", "cat /proc/sys/kernel/random/boot_id")
+    boot02 = lab.ssh("lab-host02", "cat /proc/sys/kernel/random/boot_id")
+
+    # -- re-image host01 only, while host03 asks for DHCP -------------------------------------
+    log = lab.dnsmasq_log()
+    offset = log.stat().st_size if log else 0
+    reimage = subprocess.Popen(
+        [str(BIN / "provision"), "reimage", "lab-host01", "--yes", "--skip-configure", "--json"],
+        env=lab.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        # wait until the re-image's dnsmasq serves, then make host03 PXE-boot
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            log = lab.dnsmasq_log()
+            if log and log.stat().st_size > offset and "started" in log.read_text()[offset:]:
+                break
+            time.sleep(2)
+        else:
+            pytest.fail("the re-image never started dnsmasq")
+        _pxe_boot_untargeted(lab, "lab-host03")
+        out, err = reimage.communicate(timeout=1800)
+    finally:
+        if reimage.poll() is None:
+            reimage.kill()
+    assert reimage.returncode == 0, out + err
+    assert json.loads(out)["hosts"][0]["status"] == "ok"
+
+    text = log.read_text()[offset:] if log else ""
+    host03_mac = _mac_of(lab, "lab-host03")
+    assert host03_mac not in parse_offers(text), "an untargeted host got a DHCP offer"
+    assert host03_mac in parse_ignored(text), "host03 never asked for DHCP: the check proved nothing"
+
+    # -- host01 is new, its data disk kept its marker, host02 was not touched ------------------
+    assert lab.ssh("lab-host01", "cat /proc/sys/kernel/random/boot_id") != boot01
+    disk, serial = root_disk_serial(lab, "lab-host01").split()
+    assert serial == "PLAB-HOST01-DISK2"
+    dev = data_disk(lab, "lab-host01", "PLAB-HOST01-DISK1")
+    got = lab.ssh(
+        "lab-host01",
+        f"sudo sh -ec 'mkdir -p /mnt/data; mount /dev/{dev} /mnt/data; cat /mnt/data/marker; umount /mnt/data'",
+    )
+    assert got == MARKER
+    assert lab.ssh("lab-host02", "cat /proc/sys/kernel/random/boot_id") == boot02
+
+    # -- a second rack run changes nothing -----------------------------------------------------
+    again = lab.provision("rack", "lab-host01", "lab-host02", "--skip-configure", "--json")
+    assert {h["status"] for h in json.loads(again.stdout)["hosts"]} == {"skipped"}
+
+
+def _mac_of(lab: Lab, host: str) -> str:
+    status = json.loads(lab.provision("lab", "status", "--json", check=False).stdout)
+    for vm in status.get("vms", status.get("hosts", [])):
+        if vm.get("name") == host or vm.get("host") == host:
+            return str(vm.get("provisioning_mac") or vm["macs"][0]).lower()
+    raise AssertionError(f"lab status does not list {host}: {status}")
+
+
+def _pxe_boot_untargeted(lab: Lab, host: str) -> None:
+    lab.provision("boot", "pxe", host)
+    lab.provision("power", "cycle", host)
+    # give its iPXE time to send a few DHCPDISCOVERs while the re-image runs
+    log = lab.dnsmasq_log()
+    mac = _mac_of(lab, host)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if log and mac in parse_ignored(log.read_text()):
+            return
+        time.sleep(3)
