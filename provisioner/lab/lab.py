@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -426,16 +425,6 @@ def _remove_state_root_if_empty() -> None:
         left = []
     if not left:
         STATE_ROOT.rmdir()
-
-
-def wait_gone(pids: list[int], timeout_s: float = 5.0) -> bool:
-    """Whether all ``pids`` exited within the timeout (used by tests and `down`)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not any(pid_alive(p) for p in pids):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def console_log(name: str, plan: LabPlan | None = None) -> Path:

@@ -71,7 +71,7 @@ def test_embedded_settings_point_the_deploy_into_the_lab_namespace(lab_site):
     assert emb.netns == "plabt"
     assert emb.interface == "provbr0"
     assert emb.server_address == "198.18.0.1"
-    assert emb.public_http == "http://198.18.254.1:8080"
+    assert (emb.http_address, emb.http_port) == ("198.18.254.1", 8080)
     assert emb.log_dir == str(lab_site.state_dir / "deploy")
 
 
