@@ -75,5 +75,14 @@ def parse_ibnet_rate(text: str) -> tuple[str, str] | None:
 
 
 def speed_from_lane_gbps(gbps: str) -> str | None:
-    """Map iblinkinfo's per-lane ``53.125`` to ``HDR``."""
-    return _LANE_GBPS.get(gbps)
+    """Map iblinkinfo's per-lane ``53.125`` (or a rounded ``53.13``) to ``HDR``; None if unknown."""
+    exact = _LANE_GBPS.get(gbps)
+    if exact is not None:
+        return exact
+    try:
+        value = float(gbps)
+    except ValueError:
+        return None
+    # Some builds round the rate; take the nearest known lane rate within 2 %.
+    best = min(_LANE_GBPS, key=lambda k: abs(float(k) - value))
+    return _LANE_GBPS[best] if abs(float(best) - value) <= 0.02 * float(best) else None

@@ -3,19 +3,41 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode
+from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
 from cabling.speeds import speed_from_lane_gbps
 
-_SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]+)\s+(.*?):?\s*$")
+_SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]+)\s*(.*?):?\s*$")
 _CA_HEADER = re.compile(r"^CA:\s+(.*?):?\s*$")
+# "( 4X 53.125 Gbps Active/  LinkUp)", "( 4X 10.0 Gbps (FDR10) Active/ LinkUp)", "( Down/ Polling)"
 _LINK = re.compile(
-    r"==\(\s*(?:(\d+)X\s+([\d.]+)\s+Gbps(?:\s+\w+)?\s+)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
+    r"==\(\s*(?:(\d+)X\s+([\d.]+)\s+Gbps\s+(?:\(?(FDR10)\)?\s+)?)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
 )
 _LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]+)\s+)?(?:\"\s*(.*?)\"\s+)?(\d+)\s+(\d+)\[[^\]]*\]\s*$")
-_REMOTE = re.compile(r'^\s*(?:0x([0-9a-fA-F]+)\s+)?(?:(\d+)\s+(\d+)\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*\(.*\)\s*$')
+_REMOTE = re.compile(
+    r'^\s*(?:0x([0-9a-fA-F]+)\s+)?(?:(\d+)\s+(\d+)\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
+)
+# A CA's node description is "<host> <hca>" (rdma-ndd's default "%h %d").
+_CA_DESC = re.compile(r"^\S+ (?:mlx\d+_\d+|HCA-\d+|ib\S+|hfi\d+_\d+|bnxt_re\d+|irdma\d+)$")
+
+
+@dataclass(slots=True)
+class _Port:
+    guid: str
+    port: int
+    lid: int
+    width: str | None
+    speed: str | None
+    logical: str
+    physical: str
+    peer_guid: str | None
+    peer_lid: int | None
+    peer_port: int | None
+    peer_desc: str
+    line: int
 
 
 def load_iblinkinfo(path: str | Path) -> DiscoveredFabric:
@@ -28,27 +50,33 @@ def load_iblinkinfo(path: str | Path) -> DiscoveredFabric:
     return parse_iblinkinfo(text, str(p))
 
 
+def _guid(text: str) -> str:
+    return text.lower().rjust(16, "0")
+
+
 def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabric:
     """Parse iblinkinfo text; a port line that cannot be read is an error naming its line."""
     fab = DiscoveredFabric(source=source)
     node: DNode | None = None
-    by_lid: dict[int, str] = {}
-    pending: list[tuple[str, int, int, int, str, str | None, str | None, str, int]] = []
+    known_kind: set[str] = set()
+    ports: list[_Port] = []
     for lineno, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        m = _SW_HEADER.match(line)
-        if m and "==(" not in line:
-            guid = m.group(1).lower().rjust(16, "0")
-            node = fab.nodes.setdefault(guid, DNode(guid=guid, kind="switch", desc=m.group(2)))
-            continue
-        m = _CA_HEADER.match(line)
-        if m and "==(" not in line:
-            node = DNode(guid="", kind="ca", desc=m.group(1))
-            continue
         lk = _LINK.search(line)
         if lk is None:
+            m = _SW_HEADER.match(line)
+            if m:
+                guid = _guid(m.group(1))
+                node = fab.nodes.setdefault(guid, DNode(guid=guid, kind="switch", desc=m.group(2)))
+                node.kind = "switch"
+                known_kind.add(guid)
+                continue
+            m = _CA_HEADER.match(line)
+            if m:
+                node = DNode(guid="", kind="ca", desc=m.group(1))
+                continue
             raise CablingInputError(
                 f"cannot read iblinkinfo line {line[:70]!r}", file=source, line=lineno,
                 hint="expected 'LID PORT[  ] ==( 4X 53.125 Gbps Active/  LinkUp)==> LID PORT[  ] \"peer\" ( )'",
@@ -60,45 +88,66 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabri
                                     line=lineno)
         lguid, ldesc, lid, port = local.group(1), local.group(2), int(local.group(3)), int(local.group(4))
         if ldesc is not None and lguid:  # -l form: every line names its node
-            g = lguid.lower().rjust(16, "0")
-            kind = "ca" if node is None or ldesc.strip() != node.desc else node.kind
-            node = fab.nodes.setdefault(g, DNode(guid=g, kind=kind, desc=ldesc.strip()))
-        if node is None:
+            g = _guid(lguid)
+            node = fab.nodes.setdefault(g, DNode(guid=g, kind="ca", desc=ldesc.strip()))
+        elif node is None:
             raise CablingInputError("port line before any 'Switch:' or 'CA:' header", file=source, line=lineno)
-        if node.kind == "ca" and not node.guid:
-            if not lguid:
-                raise CablingInputError("CA port line without its port GUID", file=source, line=lineno)
-            node.guid = lguid.lower().rjust(16, "0")
-            node = fab.nodes.setdefault(node.guid, node)
-        if node.kind == "ca" and lguid:
-            node.port_guids[port] = lguid.lower().rjust(16, "0")
-        by_lid.setdefault(lid, node.guid)
-        width = f"{lk.group(1)}x" if lk.group(1) else None
-        speed = speed_from_lane_gbps(lk.group(2)) if lk.group(2) else None
-        logical, physical = lk.group(3), lk.group(4)
-        if remote.group(2) is None:
-            fab.down_ports[(node.guid, port)] = physical if logical.lower() == "down" else logical
-            continue
-        pending.append((node.guid, port, int(remote.group(2)), int(remote.group(3)), remote.group(4),
-                        width, speed, logical, lineno))
-    seen: set[frozenset[tuple[str, int | str]]] = set()
-    for guid, port, rlid, rport, rdesc, width, speed, logical, lineno in pending:
-        peer = by_lid.get(rlid)
-        if peer is None:
-            # Partial scans (iblinkinfo -S) print peers they did not visit.
-            peer = f"lid-{rlid}"
-            kind = "ca" if len(rdesc.split()) == 2 and not rdesc.startswith("MF0;") else "switch"
-            fab.nodes.setdefault(peer, DNode(guid=peer, kind=kind, desc=rdesc, lid=rlid))
-        key = frozenset(((guid, port), (peer, rport)))
-        if key in seen:
-            continue
-        seen.add(key)
-        state = ACTIVE if logical.lower() == "active" else logical.lower()
-        fab.links.append(DLink(guid, port, peer, rport, width, speed, state, lineno))
+        elif node.kind == "ca" and lguid:
+            # Block form: a CA header is followed by one line per port, each with its port GUID.
+            g = _guid(lguid)
+            if not node.guid:
+                node.guid = g
+                node = fab.nodes.setdefault(g, node)
+                known_kind.add(g)
+            node.port_guids[port] = g
+        elif node.kind == "ca" and not node.guid:
+            raise CablingInputError("CA port line without its port GUID", file=source, line=lineno)
+        lane = lk.group(2)
+        speed = "FDR10" if lk.group(3) else (speed_from_lane_gbps(lane) if lane else None)
+        ports.append(_Port(
+            node.guid, port, lid, f"{lk.group(1)}x" if lk.group(1) else None, speed, lk.group(4), lk.group(5),
+            _guid(remote.group(1)) if remote.group(1) else None,
+            int(remote.group(2)) if remote.group(2) else None, int(remote.group(3)) if remote.group(3) else None,
+            remote.group(4), lineno,
+        ))
     if not fab.nodes:
         raise CablingInputError("no 'Switch:' or 'CA:' block found: this is not iblinkinfo output",
                                 file=source, line=1)
+    _infer_kinds(fab, ports, known_kind)
+    _links(fab, ports)
     return fab
+
+
+def _infer_kinds(fab: DiscoveredFabric, ports: list[_Port], known: set[str]) -> None:
+    # -l output has no headers: a node with many ports, or a switch-like description, is a switch.
+    count: dict[str, int] = {}
+    for p in ports:
+        count[p.guid] = count.get(p.guid, 0) + 1
+    for guid, node in fab.nodes.items():
+        if guid not in known:
+            node.kind = "ca" if count.get(guid, 0) <= 2 and _CA_DESC.match(node.desc) else "switch"
+
+
+def _links(fab: DiscoveredFabric, ports: list[_Port]) -> None:
+    by_lid = {p.lid: p.guid for p in ports}
+    seen: set[frozenset[tuple[str, int | str]]] = set()
+    for p in ports:
+        if p.peer_port is None:
+            fab.down_ports[(p.guid, p.port)] = p.physical if p.logical.lower() == "down" else p.logical
+            continue
+        peer = p.peer_guid or by_lid.get(p.peer_lid or -1)
+        if peer is None:
+            # Partial scans (iblinkinfo -S) print peers they did not visit, by LID only.
+            peer = f"lid-{p.peer_lid}"
+        if peer not in fab.nodes:
+            kind: NodeKind = "ca" if _CA_DESC.match(p.peer_desc) else "switch"
+            fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=p.peer_desc, lid=p.peer_lid)
+        key = frozenset(((p.guid, p.port), (peer, p.peer_port)))
+        if key in seen:
+            continue
+        seen.add(key)
+        state = ACTIVE if p.logical.lower() == "active" else p.logical.lower()
+        fab.links.append(DLink(p.guid, p.port, peer, p.peer_port, p.width, p.speed, state, p.line))
 
 
 def format_port_line(lid: int, port: int, width: str | None, speed_gbps: str | None, logical: str,

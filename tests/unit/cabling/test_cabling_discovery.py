@@ -129,10 +129,25 @@ def test_iblinkinfo_fixture(fixtures):
 
 
 def test_iblinkinfo_line_mode():
-    text = ('0x0002c90300000a01 "MF0;l0:MQM9700/U1"      1    1[  ] ==( 4X 106.25 Gbps Active/  LinkUp)==>  '
-            '0x946dae0300000101     11    1[  ] "h1 mlx5_0" ( )\n')
+    # `iblinkinfo --switches-only -l`: no headers, peers by GUID, remarks in the last parentheses.
+    text = "\n".join([
+        '0x0002c90300000a01 "          r01-l1"   4    1[  ] ==( 4X     106.25 Gbps Active/  LinkUp)==>  '
+        '0x946dae0300000101     11    1[  ] "gpu01 mlx5_0" (Could be 12X Could be 212.5 Gbps)',
+        '0x0002c90300000a01 "          r01-l1"   4    2[  ] ==( 4X      53.13 Gbps Active/  LinkUp)==>  '
+        '0x946dae0300000201     12    1[  ] "gpu02 mlx5_0" ( )',
+        '0x0002c90300000a01 "          r01-l1"   4    3[  ] ==(                Down/ Polling)==>             '
+        '[  ] "" ( )',
+        '0x0002c90300000a01 "          r01-l1"   4   33[  ] ==( 4X 10.0 Gbps (FDR10) Active/ LinkUp)==>  '
+        '0x0002c90300000b01      7    5[  ] "r02-s1" ( )',
+    ])
     fab = parse_iblinkinfo(text, "l.txt")
-    assert len(fab.links) == 1 and fab.links[0].speed == "NDR"
+    res = resolve(fab)
+    got = sorted((str(rl.a), str(rl.b), rl.speed) for rl in res.links)
+    assert got == [("r01-l1:1", "gpu01:mlx5_0", "NDR"), ("r01-l1:2", "gpu02:mlx5_0", "HDR"),
+                   ("r01-l1:33", "r02-s1:5", "FDR10")]
+    assert fab.nodes["0002c90300000a01"].kind == "switch" and fab.nodes["946dae0300000101"].kind == "ca"
+    assert fab.nodes["0002c90300000b01"].kind == "switch"
+    assert fab.down_ports == {("0002c90300000a01", 3): "Polling"}
 
 
 def test_iblinkinfo_errors():

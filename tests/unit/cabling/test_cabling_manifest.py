@@ -75,7 +75,8 @@ def test_speed_and_width_names():
     assert normalize_speed("400G") == "NDR" and normalize_speed(None) is None
     assert normalize_width("IB_4X") == "4x" and normalize_width(2) == "2x" and normalize_width("") is None
     assert parse_ibnet_rate("4xHDR") == ("4x", "HDR") and parse_ibnet_rate("junk") is None
-    assert speed_from_lane_gbps("106.25") == "NDR"
+    assert speed_from_lane_gbps("106.25") == "NDR" and speed_from_lane_gbps("25.78") == "EDR"
+    assert speed_from_lane_gbps("7.5") is None and speed_from_lane_gbps("n/a") is None
     with pytest.raises(ValueError, match="unknown link speed"):
         normalize_speed("fast")
     with pytest.raises(ValueError, match="unknown link width"):
