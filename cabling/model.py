@@ -48,9 +48,9 @@ class Endpoint(BaseModel):
             dev, sep, port = value.rpartition(":")
             if not sep or not dev or not port:
                 raise ValueError(f"endpoint {value!r} must be 'device:port', e.g. 'r03-l1:17'")
-            return {"device": dev.strip(), "port": port.strip()}
-        if isinstance(value, dict) and isinstance(value.get("port"), int):
-            return {**value, "port": str(value["port"])}
+            return {"device": dev.strip(), "port": _port1(port.strip())}
+        if isinstance(value, dict) and isinstance(value.get("port"), int | str):
+            return {**value, "port": _port1(str(value["port"]))}
         return value
 
     @model_serializer
@@ -64,6 +64,13 @@ class Endpoint(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.device}:{self.port}"
+
+
+def _port1(port: str) -> str:
+    """``mlx5_3/1`` is ``mlx5_3``: port 1 of an HCA is the HCA (director ports keep their slashes)."""
+    if port.endswith("/1") and port.count("/") == 1:
+        return port[:-2]
+    return port
 
 
 class PortRef:

@@ -60,8 +60,12 @@ def test_endpoint_text_needs_device_and_port(bad):
 
 
 def test_endpoint_object_form_and_int_port():
-    m = parse_manifest("links:\n  - a: {device: h, port: mlx5_0}\n    b: {device: l, port: 3}\n")
+    m = parse_manifest("links:\n  - a: {device: h, port: mlx5_0/1}\n    b: {device: l, port: 3}\n"
+                       "  - {a: 'h:mlx5_1/1', b: 'd:L1/U2/3'}\n  - {a: 'h:mlx5_2/2', b: 'l:4'}\n")
     assert str(m.links[0].b) == "l:3" and m.links[0].b.key == ("l", "3")
+    # Port 1 of an HCA is the HCA itself; port 2 and director ports keep their form.
+    assert [str(lk.a) for lk in m.links] == ["h:mlx5_0", "h:mlx5_1", "h:mlx5_2/2"]
+    assert str(m.links[1].b) == "d:L1/U2/3"
 
 
 def test_dump_roundtrip(fixtures):
