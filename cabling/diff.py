@@ -43,7 +43,15 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
         hit = found_peer.get(ka)
         if hit is not None and hit[1].key == kb:
             matched_found.add(hit[2])
-            _check_quality(manifest, i, lk, found.links[hit[2]], findings)
+            rl = found.links[hit[2]]
+            _check_quality(manifest, i, lk, rl, findings)
+            if rl.state != "active":
+                findings.append(Finding(
+                    kind="down", severity="error",
+                    message=f"link {lk.a} <-> {lk.b} is cabled but {rl.state}",
+                    fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
+                    where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": rl.state},
+                ))
         else:
             missing[i] = lk
     unexpected = {j: rl for j, rl in enumerate(found.links) if j not in matched_found}
@@ -112,19 +120,9 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             kind="unexpected", severity="error",
             message=f"link {rl.a} <-> {rl.b} is not in the plan{why}",
             fix=f"unplug the cable between {_fmt(rl.a)} and {_fmt(rl.b)}, or add it to the manifest",
-            where=f"{found.source}:{rl.line}" if rl.line else found.source,
+            where=f"{rl.source or found.source}:{rl.line}" if rl.line else (rl.source or found.source),
             endpoints=[str(rl.a), str(rl.b)],
         ))
-    for i, lk in enumerate(manifest.links):
-        hit = found_peer.get(keys[i][0])
-        if hit is not None and hit[1].key == keys[i][1] and found.links[hit[2]].state != "active":
-            rl = found.links[hit[2]]
-            findings.append(Finding(
-                kind="down", severity="error",
-                message=f"link {lk.a} <-> {lk.b} is cabled but {rl.state}",
-                fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
-                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": rl.state},
-            ))
     order = {k: n for n, k in enumerate(
         ("moved", "swapped", "missing", "down", "unexpected", "degraded_width", "degraded_speed"))}
     findings.sort(key=lambda f: order.get(f.kind, 99))

@@ -29,6 +29,7 @@ class RLink:
     b_guid: str = ""
     a_num: int | str = 0
     b_num: int | str = 0
+    source: str = ""
 
 
 @dataclass
@@ -153,7 +154,7 @@ def resolve(
             out.internal_links += 1
             continue
         out.links.append(RLink(endpoint(na, lk.a_port), endpoint(nb, lk.b_port), lk.width, lk.speed, lk.state,
-                               lk.line, lk.a_guid, lk.b_guid, lk.a_port, lk.b_port))
+                               lk.line, lk.a_guid, lk.b_guid, lk.a_port, lk.b_port, lk.source))
     for (guid, port), state in fab.down_ports.items():
         nn = names.get(guid)
         if nn is None and name_map and guid in name_map:

@@ -36,6 +36,7 @@ class DLink:
     speed: str | None = None
     state: str = ACTIVE
     line: int | None = None
+    source: str = ""  # the file the line number refers to (fabrics merge several sources)
 
 
 @dataclass
@@ -51,6 +52,10 @@ class DiscoveredFabric:
 
     def merge(self, other: DiscoveredFabric) -> None:
         """Add another source's view; a later link replaces an earlier one on the same ports."""
+        for lk in self.links:
+            lk.source = lk.source or self.source
+        for lk in other.links:
+            lk.source = lk.source or other.source
         for guid, node in other.nodes.items():
             mine = self.nodes.get(guid)
             if mine is None:

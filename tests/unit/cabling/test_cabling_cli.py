@@ -42,6 +42,8 @@ def test_plan_lint_simulate_validate_roundtrip(tmp_path):
     assert r.exit_code == 3
     data = json.loads(r.stdout[: r.stdout.rindex("}") + 1])
     assert data["by_kind"]["swapped"] == 2 and data["by_kind"]["moved"] == 2
+    # With two sources merged, a finding points at the file its line is in.
+    assert all(f["where"].startswith(f"{fab}:") for f in data["findings"] if f["kind"] == "unexpected")
     ET.parse(svg)
 
 

@@ -95,6 +95,7 @@ def test_unexpected_names_unplanned_devices(fixtures):
     report = validate(m, resolve(parse_iblinkinfo(text, "x"), m))
     extra = [f for f in report.findings if f.kind == "unexpected"]
     assert len(extra) == 1 and "spare01 not in the manifest" in extra[0].message
+    assert extra[0].where == "x:8"  # the discovery line that shows the cable
     assert extra[0].fix.startswith("unplug the cable between")
 
 
