@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
@@ -286,17 +286,17 @@ class RedfishBMC:
 
     # -- virtual media ------------------------------------------------------------------
 
-    def _virtual_media(self) -> tuple[str, dict[str, Any]]:
-        candidates: list[str] = []
+    def _media_collections(self) -> Iterator[str]:
         link = rp.odata_id(self.system().get("VirtualMedia"))
         if link:
-            candidates.append(link)
-        for manager in self._manager_paths():
-            mgr = self.client.get(manager)
-            mlink = rp.odata_id(mgr.get("VirtualMedia"))
-            if mlink and mlink not in candidates:
-                candidates.append(mlink)
-        for collection in candidates:
+            yield link
+        for manager in self._manager_paths():  # iLO, XCC and iDRAC keep it under the Manager
+            mlink = rp.odata_id(self.client.get(manager).get("VirtualMedia"))
+            if mlink and mlink != link:
+                yield mlink
+
+    def _virtual_media(self) -> tuple[str, dict[str, Any]]:
+        for collection in self._media_collections():
             try:
                 members = self.client.members(collection)
             except BMCNotFound:
