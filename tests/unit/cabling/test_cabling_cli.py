@@ -161,3 +161,15 @@ def test_draw_and_simulate_errors(tmp_path, small):
     ET.parse(out)
     r = run("simulate", small, "-o", str(tmp_path / "x.txt"), "--faults-per-kind", "5")
     assert r.exit_code == 2 and "cannot inject 5 faults of each kind" in r.output
+
+
+def test_python_dash_m_cabling_runs_alone(fixtures):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "cabling", "lint", str(fixtures / "small-fabric.yaml")],
+                       capture_output=True, text=True, timeout=120, cwd=fixtures.parents[2])
+    assert r.returncode == 0 and "clean" in r.stdout
+    r = subprocess.run([sys.executable, "-c", "import sys, cabling.cli; print('provisioner' in sys.modules)"],
+                       capture_output=True, text=True, timeout=120, cwd=fixtures.parents[2])
+    assert r.stdout.strip() == "False"  # the package stands alone
