@@ -197,7 +197,7 @@ class RedfishBMC:
             raise BMCUnsupported(
                 f"no ResetType for power {action.value}: BMC allows {self.reset_types()}",
                 bmc=self.name,
-                path=self._reset_target(),
+                path=self.system_path(),
             )
         return chosen
 
