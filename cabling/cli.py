@@ -15,6 +15,7 @@ from rich.console import Console
 
 from cabling.asbuilt import as_built, fabric_json
 from cabling.csvio import export_csv
+from cabling.diff import VALIDATE_KINDS
 from cabling.diff import validate as run_validate
 from cabling.discovery.nodemap import format_node_name_map
 from cabling.errors import CablingError, CablingInputError, ExitCode
@@ -30,7 +31,6 @@ from cabling.report.text import render_text, summary
 from cabling.resolve import resolve
 from cabling.rules import RULES, lint
 from cabling.simulate import (
-    FAULT_KINDS,
     build_clean,
     inject_faults,
     render_iblinkinfo_down,
@@ -217,7 +217,7 @@ def validate_cmd(
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
     report = run_validate(m, resolve(fab, m, names))
-    _emit(report, fmt, output, list(FAULT_KINDS), limit)
+    _emit(report, fmt, output, list(VALIDATE_KINDS), limit)
     _picture(svg, m, report)
     _finish(report, False)
 

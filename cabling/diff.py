@@ -13,6 +13,9 @@ from cabling.resolve import ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
+# Every kind of validate finding, in report order (JUnit has one test case per kind).
+VALIDATE_KINDS = ("moved", "swapped", "missing", "down", "unexpected", "degraded_width", "degraded_speed",
+                  "identity")
 
 
 def _fmt(ep: AnyPort) -> str:
@@ -123,8 +126,16 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             where=f"{rl.source or found.source}:{rl.line}" if rl.line else (rl.source or found.source),
             endpoints=[str(rl.a), str(rl.b)],
         ))
-    order = {k: n for n, k in enumerate(
-        ("moved", "swapped", "missing", "down", "unexpected", "degraded_width", "degraded_speed"))}
+    for guid, nn in sorted(found.names.items()):
+        if nn.claims:
+            findings.append(Finding(
+                kind="identity", severity="warning",
+                message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
+                fix=f"if the device was replaced, update the GUID of {nn.device} in the manifest; otherwise fix "
+                f"the node description of {nn.device}",
+                where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
+            ))
+    order = {k: n for n, k in enumerate(VALIDATE_KINDS)}
     findings.sort(key=lambda f: order.get(f.kind, 99))
     stats = {
         "planned_links": len(manifest.links),

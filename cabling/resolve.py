@@ -42,6 +42,7 @@ class NodeName:
     host_port: str | None = None  # HCA name for CA ports
     named_by: str = "description"
     model: str | None = None
+    claims: str | None = None  # the name its description gives, when a GUID named it otherwise
 
 
 @dataclass
@@ -88,7 +89,11 @@ def _name_one(
     for g in guids:
         if g in by_guid:
             dev, hca = by_guid[g]
-            return NodeName(dev, node.kind, host_port=hca, named_by="manifest GUID")
+            nn = NodeName(dev, node.kind, host_port=hca, named_by="manifest GUID")
+            said = _description_name(node)
+            if said and said.casefold() != dev.casefold():
+                nn.claims = said
+            return nn
     if node.name:
         return NodeName(node.name, node.kind, named_by="source")
     if node.kind == "ca":
@@ -99,6 +104,15 @@ def _name_one(
     if switch_descs[name] > 1 and not prefix:
         return NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
     return NodeName(name, node.kind, port_prefix=prefix, model=model)
+
+
+def _description_name(node: DNode) -> str | None:
+    """The device name a node's own description gives, if it gives one."""
+    if node.kind == "ca":
+        parts = node.desc.split()
+        return None if _GENERIC_CA.search(node.desc) or not parts else parts[0]
+    name = _switch_name(node.desc)[0]
+    return name or None
 
 
 def _from_text(node: DNode, text: str, how: str) -> NodeName:

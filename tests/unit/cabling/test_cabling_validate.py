@@ -169,3 +169,18 @@ def test_faults_on_a_full_plan_without_free_ports():
     assert verify_report(full, sim, _run(full, sim)) == []
     with pytest.raises(ValueError, match="too small"):
         inject_faults(plan_fat_tree(PlanSpec(hosts=2, hcas=2, radix=8)), per_kind=50)
+
+
+def test_guid_given_to_another_device_is_an_identity_warning(fixtures, small_data):
+    import yaml
+
+    from cabling.manifest import parse_manifest
+
+    # The manifest says l0 has the GUID that the switch calling itself l1 reports.
+    next(d for d in small_data["devices"] if d["name"] == "l0")["guid"] = "0x0002c90300000a02"
+    m = parse_manifest(yaml.safe_dump(small_data), "plan.yaml")
+    report = validate(m, resolve(load_iblinkinfo(fixtures / "small-fabric.iblinkinfo"), m))
+    ident = [f for f in report.findings if f.kind == "identity"]
+    assert len(ident) == 1 and ident[0].severity == "warning"
+    assert "node 0x0002c90300000a02 calls itself 'l1' but the manifest gives its GUID to 'l0'" in ident[0].message
+    assert "update the GUID of l0" in ident[0].fix
