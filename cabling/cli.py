@@ -23,6 +23,7 @@ from cabling.findings import Report
 from cabling.manifest import dump_manifest, schema_text
 from cabling.model import Manifest
 from cabling.naming import infer_switch_names
+from cabling.ndt import export_ndt
 from cabling.plan import PlanSpec, plan_fat_tree
 from cabling.report.json import render_json
 from cabling.report.junit import render_junit
@@ -284,12 +285,15 @@ def name_switches(
 @_errors
 def convert(
     manifest: list[Path] = ManifestArg,
-    output: Path | None = typer.Option(None, "--output", "-o", help=".yaml/.yml, .json or .csv (default: YAML)"),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help=".yaml/.yml, .json, .csv or .ndt (default: YAML)"),
 ) -> None:
-    """Convert between YAML, JSON and CSV manifests; import UFM NDT files."""
+    """Convert between YAML, JSON, CSV and UFM NDT files (.ndt output is for UFM's cable validation)."""
     m = open_manifest(manifest)
     suffix = output.suffix.lower() if output else ".yaml"
-    if suffix == ".csv":
+    if suffix == ".ndt":
+        text = export_ndt(m)
+    elif suffix == ".csv":
         text = export_csv(m)
     elif suffix == ".json":
         text = m.model_dump_json(indent=2, exclude_none=True) + "\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
-from cabling.ports import host_port, switch_port
+from cabling.ports import host_port, is_switch_port, switch_port
 from cabling.speeds import normalize_speed
 
 REQUIRED = ("StartDevice", "StartPort", "EndDevice", "EndPort")
@@ -141,3 +141,28 @@ def _row(
         raise CablingInputError(str(exc), file=source, line=line) from None
     return Link(a=Endpoint(device=a_dev, port=a_port), b=Endpoint(device=b_dev, port=b_port),
                 speed=speed, length_m=length)
+
+
+def export_ndt(manifest: Manifest) -> str:
+    """The manifest as one UFM NDT file, for UFM's own cable validation (host ends first)."""
+    devices = manifest.device_map()
+
+    def is_switch(ep: Endpoint) -> bool:
+        dev = devices.get(ep.device.casefold())
+        return dev.kind == "switch" if dev is not None else is_switch_port(ep.port)
+
+    def port_text(ep: Endpoint) -> str:
+        if not is_switch(ep):
+            return f"{ep.device} {ep.port}"
+        m = re.fullmatch(r"L(\d+)/U(\d+)/(\d+)", ep.port)
+        if m:
+            return f"Blade {m.group(1)}_Port {m.group(2)}/{m.group(3)}"
+        return f"Port {ep.port}"
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["#StartDevice", "StartPort", "EndDevice", "EndPort", "LinkType"])
+    for lk in manifest.links:
+        a, b = (lk.b, lk.a) if is_switch(lk.a) and not is_switch(lk.b) else (lk.a, lk.b)
+        w.writerow([a.device, port_text(a), b.device, port_text(b), "Data"])
+    return buf.getvalue()

@@ -206,6 +206,21 @@ def _wrong_rail(ctx: LintContext, rule: Rule) -> list[Finding]:
     return out
 
 
+def _wrong_tier(ctx: LintContext, rule: Rule) -> list[Finding]:
+    # In a fat tree every cable joins adjacent tiers: host-leaf, leaf-spine, spine-core.
+    out = []
+    for i, da, a, db, b in ctx.known_links():
+        if (da.kind == "switch" and da.role is None) or (db.kind == "switch" and db.role is None):
+            continue  # tiers unknown (an imported as-built): nothing to check
+        if abs(da.tier - db.tier) != 1:
+            what = {0: "host", 1: "leaf", 2: "spine", 3: "core"}
+            out.append(rule.finding(
+                f"{a} ({what[da.tier]}) <-> {b} ({what[db.tier]}) skips or stays within a tier",
+                "cable hosts to leaves, leaves to spines and spines to cores", ctx.manifest.where_link(i),
+                [str(a), str(b)]))
+    return out
+
+
 def _blocking(ctx: LintContext, rule: Rule) -> list[Finding]:
     if not ctx.manifest.fabric.blocking:
         return []
@@ -302,6 +317,8 @@ RULES: tuple[Rule, ...] = (
     Rule("CAB009", "asymmetric-spine", "warning",
          "spines/cores of one group differ in down-links, or a switch's uplinks are uneven", _asymmetric),
     Rule("CAB010", "speed-mismatch", "error", "a link's speed differs from a device it connects", _speed_mismatch),
+    Rule("CAB011", "wrong-tier", "error",
+         "a cable that does not join adjacent tiers (host-leaf, leaf-spine, spine-core)", _wrong_tier),
 )
 
 

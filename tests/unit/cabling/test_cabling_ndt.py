@@ -10,7 +10,8 @@ import pytest
 from cabling.diff import validate
 from cabling.discovery.ibnetdiscover import load_ibnetdiscover
 from cabling.errors import CablingInputError
-from cabling.ndt import load_ndt
+from cabling.manifest import load_manifest
+from cabling.ndt import export_ndt, load_ndt
 from cabling.resolve import resolve
 from tests.conftest import corpus_path
 
@@ -124,3 +125,25 @@ def test_validate_finds_what_ufm_expected_report_lists():
 
     extra = {switch_end([ep(e) for e in f.endpoints]) for f in report.findings if f.kind == "unexpected"}
     assert extra == {switch_end(_ufm_link(t)) for t in expected["missing_in_ndt"]}
+
+
+def _pairs(m) -> set[frozenset[tuple[str, str]]]:
+    return {frozenset((lk.a.key, lk.b.key)) for lk in m.links}
+
+
+def test_ndt_export_roundtrip(tmp_path, fixtures):
+    m = load_manifest(fixtures / "small-fabric.yaml")
+    text = export_ndt(m)
+    assert text.splitlines()[:2] == ["#StartDevice,StartPort,EndDevice,EndPort,LinkType",
+                                     "h1,h1 mlx5_0,l0,Port 1,Data"]
+    out = tmp_path / "plan.ndt"
+    out.write_text(text)
+    assert _pairs(load_ndt([out])) == _pairs(m)
+
+
+def test_ndt_export_of_the_director_set(tmp_path):
+    m = load_ndt([_ndt("positive", "switch_to_switch_topo2.ndt")])
+    out = tmp_path / "s2s.ndt"
+    out.write_text(export_ndt(m))
+    assert "Blade 16_Port 2/20" in out.read_text()
+    assert _pairs(load_ndt([out])) == _pairs(m)

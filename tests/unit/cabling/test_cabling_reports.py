@@ -50,7 +50,7 @@ def test_junit_lint_clean(fixtures):
     m = load_manifest(fixtures / "small-fabric.yaml")
     report = lint(m)
     root = ET.fromstring(render_junit(report, report.checks))
-    assert root.get("failures") == "0" and len(list(root.iter("testcase"))) == 10
+    assert root.get("failures") == "0" and len(list(root.iter("testcase"))) == 11
 
 
 def test_text_report_log_and_table(fixtures):

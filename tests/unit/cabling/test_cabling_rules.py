@@ -66,6 +66,10 @@ def _speed(d):
     _link(d, "l0:5", speed="HDR")
 
 
+def _tier(d):
+    _link(d, "h4:mlx5_1", "s1:7")
+
+
 FAILING: dict[str, tuple[Callable[[dict], None], str]] = {
     "CAB001": (_unknown, "names device 'l9', which is not declared"),
     "CAB002": (_duplicate, "device 'h1' is declared 2 times"),
@@ -77,6 +81,7 @@ FAILING: dict[str, tuple[Callable[[dict], None], str]] = {
     "CAB008": (_blocking, "leaf l0 has 4 down and 1 up links (4:1); the plan allows 2:1"),
     "CAB009": (_asym, "spine s2 has 1 down-links; the other spines have 3"),
     "CAB010": (_speed, "is planned at HDR but l0 runs NDR"),
+    "CAB011": (_tier, "h4:mlx5_1 (host) <-> s1:7 (spine) skips or stays within a tier"),
 }
 
 
