@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from cabling.errors import CablingInputError
 from cabling.findings import Finding, Report
 from cabling.model import AnyPort, Device, Link, Manifest
 from cabling.resolve import ResolvedFabric, RLink
@@ -28,11 +29,21 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
     devices = manifest.device_map()
     plan_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
     keys: list[tuple[Key, Key]] = []
+    twice: list[str] = []
     for i, lk in enumerate(manifest.links):
         ka, kb = lk.a.key, lk.b.key
         keys.append((ka, kb))
-        plan_peer[ka] = (lk.a, lk.b, i)
-        plan_peer[kb] = (lk.b, lk.a, i)
+        for k, me, peer in ((ka, lk.a, lk.b), (kb, lk.b, lk.a)):
+            if k in plan_peer:
+                twice.append(f"{me} ({manifest.where_link(plan_peer[k][2])} and {manifest.where_link(i)})")
+            plan_peer[k] = (me, peer, i)
+    if twice:
+        # With one port planned for two cables there is no single right answer to compare against.
+        raise CablingInputError(
+            f"the manifest plans {len(twice)} port(s) for two cables: {'; '.join(twice[:3])}"
+            + ("..." if len(twice) > 3 else ""),
+            hint="run 'provision cabling lint' on it and fix rule CAB003 first",
+        )
     found_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
     for j, rl in enumerate(found.links):
         found_peer[rl.a.key] = (rl.a, rl.b, j)

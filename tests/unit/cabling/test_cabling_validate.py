@@ -184,3 +184,15 @@ def test_guid_given_to_another_device_is_an_identity_warning(fixtures, small_dat
     assert len(ident) == 1 and ident[0].severity == "warning"
     assert "node 0x0002c90300000a02 calls itself 'l1' but the manifest gives its GUID to 'l0'" in ident[0].message
     assert "update the GUID of l0" in ident[0].fix
+
+
+def test_a_manifest_with_a_port_planned_twice_is_refused(fixtures, small_data):
+    import yaml
+
+    from cabling.errors import CablingInputError
+    from cabling.manifest import parse_manifest
+
+    small_data["links"].append({"a": "h4:mlx5_0", "b": "l0:5"})
+    m = parse_manifest(yaml.safe_dump(small_data), "plan.yaml")
+    with pytest.raises(CablingInputError, match=r"plans 2 port\(s\) for two cables: h4:mlx5_0 \(plan.yaml:\d+ and"):
+        validate(m, resolve(load_iblinkinfo(fixtures / "small-fabric.iblinkinfo"), m))
