@@ -200,9 +200,9 @@ def _up(plan: LabPlan) -> None:
     daemons.ensure_daemons()
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     # qemu runs as libvirt-qemu and must reach the disks and console logs below.
-    for d in (plan.state_dir, plan.state_dir.parent):
-        if d == plan.state_dir or d == STATE_ROOT:
-            os.chmod(d, 0o755)
+    os.chmod(plan.state_dir, 0o755)
+    if plan.state_dir.parent == STATE_ROOT:
+        os.chmod(STATE_ROOT, 0o755)
     # Written first so that `lab down` after a crash half-way knows the lab's knobs.
     _write_manifest(plan, {**_manifest(plan), "complete": False})
     network.ensure_namespace(plan)
