@@ -281,8 +281,8 @@ def _release(dir_: Path, files: list[Path], layout: Layout, arches: list[str]) -
     return text
 
 
-def _sign(release: Path, out_dir: Path) -> None:
-    """Sign Release with a throwaway key and publish the public half beside the repo."""
+def _sign(releases: list[Path], out_dir: Path) -> None:
+    """Sign the Release files with a throwaway key; publish the public half beside them."""
     with tempfile.TemporaryDirectory(prefix="standin-gpg.") as home:
         env = {**os.environ, "GNUPGHOME": home}
         gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
@@ -290,10 +290,11 @@ def _sign(release: Path, out_dir: Path) -> None:
               "ed25519", "sign", "never"], env=env)
         key = _run([*gpg, "--armor", "--export"], env=env).stdout
         (out_dir / KEY_NAME).write_bytes(key)
-        _run([*gpg, "--yes", "--clearsign", "-o", str(release.parent / "InRelease"),
-              str(release)], env=env)
-        _run([*gpg, "--yes", "-abs", "-o", str(release.parent / "Release.gpg"), str(release)],
-             env=env)
+        for release in releases:
+            _run([*gpg, "--yes", "--clearsign", "-o", str(release.parent / "InRelease"),
+                  str(release)], env=env)
+            _run([*gpg, "--yes", "-abs", "-o", str(release.parent / "Release.gpg"),
+                  str(release)], env=env)
 
 
 def _fingerprint(spec_dirs: list[Path]) -> str:
@@ -318,27 +319,30 @@ def build_repo(spec_dirs: list[Path], out_dir: Path, *, force: bool = False) -> 
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     arches = sorted({p.architecture for p in packages if p.architecture != "all"} or {"amd64"})
-    if layout.suite:
-        pool = out_dir / "pool" / layout.component
-        index_dir = out_dir / "dists" / layout.suite / layout.component / f"binary-{arches[0]}"
-        release_dir = out_dir / "dists" / layout.suite
-    else:
-        pool = index_dir = release_dir = out_dir
-    pool.mkdir(parents=True, exist_ok=True)
-    index_dir.mkdir(parents=True, exist_ok=True)
+    # One pool, two indexes over it: a flat one at the root (`deb URL /`, like NVIDIA's
+    # repositories) and, when a spec names a suite, dists/SUITE/COMPONENT (`deb URL SUITE
+    # COMPONENT`, like Docker's). Filenames are relative to the root either way.
+    pool = out_dir / "pool" / layout.component
+    pool.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="standin-build.") as work:
         for pkg in packages:
             build_deb(pkg, pool, Path(work))
-    # Filenames in Packages are relative to the repository root apt was given.
-    rel_pool = os.path.relpath(pool, out_dir)
-    scan = _run(["dpkg-scanpackages", "--multiversion", rel_pool, "/dev/null"], cwd=out_dir)
-    packages_file = index_dir / "Packages"
-    packages_file.write_bytes(scan.stdout)
-    (index_dir / "Packages.gz").write_bytes(gzip.compress(scan.stdout, mtime=0))
-    release = release_dir / "Release"
-    indexes = [packages_file, index_dir / "Packages.gz"]
-    release.write_text(_release(release_dir, indexes, layout, arches))
-    _sign(release, out_dir)
+    scan = _run(["dpkg-scanpackages", "--multiversion", os.path.relpath(pool, out_dir),
+                 "/dev/null"], cwd=out_dir).stdout
+    targets = [(out_dir, out_dir, Layout(origin=layout.origin, label=layout.label))]
+    if layout.suite:
+        suite_dir = out_dir / "dists" / layout.suite
+        targets.append((suite_dir, suite_dir / layout.component / f"binary-{arches[0]}", layout))
+    releases = []
+    for release_dir, index_dir, target_layout in targets:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        (index_dir / "Packages").write_bytes(scan)
+        (index_dir / "Packages.gz").write_bytes(gzip.compress(scan, mtime=0))
+        indexes = [index_dir / "Packages", index_dir / "Packages.gz"]
+        (release_dir / "Release").write_text(
+            _release(release_dir, indexes, target_layout, arches))
+        releases.append(release_dir / "Release")
+    _sign(releases, out_dir)
     (out_dir / STAMP).write_text(stamp)
     return True
 
