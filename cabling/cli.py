@@ -29,6 +29,7 @@ from cabling.report.json import render_json
 from cabling.report.junit import render_junit
 from cabling.report.svg import render_html, render_svg
 from cabling.report.text import render_text, summary
+from cabling.report.worklist import render_worklist
 from cabling.resolve import resolve
 from cabling.rules import RULES, lint
 from cabling.simulate import (
@@ -62,6 +63,7 @@ class Format(StrEnum):
     text = "text"
     json = "json"
     junit = "junit"
+    worklist = "worklist"
 
 
 def _errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -85,8 +87,11 @@ def _write(text: str, output: Path | None) -> None:
         err.print(f"wrote {output}")
 
 
-def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], limit: int | None) -> None:
-    if fmt is Format.json:
+def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], limit: int | None,
+          manifest: Manifest | None = None) -> None:
+    if fmt is Format.worklist and manifest is not None:
+        _write(render_worklist(report, manifest), output)
+    elif fmt is Format.json:
         _write(render_json(report), output)
     elif fmt is Format.junit:
         _write(render_junit(report, cases), output)
@@ -114,7 +119,8 @@ def _finish(report: Report, strict: bool) -> None:
 
 
 ManifestArg = typer.Argument(..., help="YAML/JSON manifest, CSV cable list, or UFM NDT file(s)")
-FormatOpt = typer.Option(Format.text, "--format", "-f", help="report format")
+FormatOpt = typer.Option(Format.text, "--format", "-f",
+                         help="report format (worklist: fixes grouped by rack, for technicians)")
 OutputOpt = typer.Option(None, "--output", "-o", help="write the report to this file")
 LimitOpt = typer.Option(200, "--limit", help="most findings in the text report (0: all)")
 
@@ -165,7 +171,7 @@ def lint_cmd(
     """Check a manifest before anyone pulls a cable (exit 3 on errors; on warnings with --strict)."""
     m = open_manifest(manifest)
     report = lint(m, set(skip))
-    _emit(report, fmt, output, report.checks, limit)
+    _emit(report, fmt, output, report.checks, limit, m)
     _picture(svg, m, report)
     _finish(report, strict)
 
@@ -218,7 +224,7 @@ def validate_cmd(
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
     report = run_validate(m, resolve(fab, m, names))
-    _emit(report, fmt, output, list(VALIDATE_KINDS), limit)
+    _emit(report, fmt, output, list(VALIDATE_KINDS), limit, m)
     _picture(svg, m, report)
     _finish(report, False)
 

@@ -93,6 +93,8 @@ def test_rules_lists_catalogue():
 def test_validate_sources_and_errors(tmp_path, fixtures, small):
     r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), "--format", "junit")
     assert r.exit_code == 3 and "swap the cables in l1 ports 3 and 4" in r.stdout
+    r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), "-f", "worklist")
+    assert r.exit_code == 3 and "rack r01 (5)" in r.stdout
     r = run("validate", "-m", small, "--ufm-dir", str(fixtures / "ufm"), "--limit", "0")
     assert r.exit_code == 3 and "fix: reseat or replace the cable between h4 mlx5_1 and l1 port 4" in r.stdout
     r = run("validate", "-m", small)

@@ -15,6 +15,7 @@ from cabling.report.json import render_json
 from cabling.report.junit import render_junit
 from cabling.report.svg import render_html, render_svg
 from cabling.report.text import render_text, summary
+from cabling.report.worklist import render_worklist
 from cabling.resolve import resolve
 from cabling.rules import lint
 from cabling.simulate import FAULT_KINDS
@@ -96,3 +97,21 @@ def test_html_page(fixtures):
     m, report = _report(fixtures)
     page = render_html(m, report)
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "swap the cables" in page
+
+
+def test_worklist_groups_fixes_by_rack(fixtures):
+    from cabling.findings import Finding
+
+    m, report = _report(fixtures)
+    report.findings.insert(0, Finding("missing", "error", "no link", "connect s2 port 3 to s1 port 4",
+                                      endpoints=["s2:3", "s1:4"]))
+    text = render_worklist(report, m)
+    lines = text.splitlines()
+    assert lines[1] == "6 task(s) in 2 rack(s)"
+    r01 = lines.index("rack r01 (5)")
+    assert lines[r01 + 1].startswith("  [ ] l0: ")
+    assert "  [ ] l1: swap the cables in l1 ports 3 and 4" in text[text.index("rack r01"):]
+    assert lines.index("rack r02 (1)") > r01  # racks in order
+    assert "  [ ] s2: connect s2 port 3 to s1 port 4" in lines
+    lint_text = render_worklist(lint(m), m)
+    assert "0 task(s) in 0 rack(s)" in lint_text
