@@ -59,6 +59,9 @@ def test_a_dead_worker_process_is_reported_not_hung():
 
 
 def test_default_processes():
-    assert default_processes(10) == 1
-    assert default_processes(10_000) == (os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    assert default_processes(10, 512) == 1
+    assert default_processes(512, 512) == min(4, 2 * cores)  # 128 BMCs per interpreter
+    assert default_processes(512, 128) == 1  # the site allows 128 at once: one process
+    assert default_processes(100_000, 100_000) == 2 * cores
     assert discover_all([]) == []
