@@ -124,7 +124,8 @@ class RedfishBMC:
         try:
             return PowerState(str(raw))
         except ValueError:
-            raise rp_bad(self, f"unknown PowerState {raw!r}") from None
+            raise BMCBadResponse(f"unknown PowerState {raw!r}", bmc=self.name,
+                                 path=self.system_path()) from None
 
     def reset_types(self) -> list[str]:
         """The ResetTypes this BMC allows (from the action or its ActionInfo)."""
@@ -536,7 +537,3 @@ def _text(value: Any) -> str | None:
     text = str(value).strip()
     return text or None
 
-
-def rp_bad(bmc: RedfishBMC, message: str) -> RedfishError:
-    """A BadResponse error for this BMC."""
-    return BMCBadResponse(message, bmc=bmc.name, path=bmc.system_path())

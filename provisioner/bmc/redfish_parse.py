@@ -89,9 +89,7 @@ def parse_ethernet_interface(eth: dict[str, Any]) -> NicPort | None:
         return None
     ident = str(eth.get("Id") or mac)
     link_up = _link_state(eth.get("LinkStatus"))
-    speed = _int(eth.get("SpeedMbps"))
-    if link_up is False or not speed:
-        speed = speed or None
+    speed = _int(eth.get("SpeedMbps")) or None  # BMCs report 0 for "no link"
     name = eth.get("Name") if isinstance(eth.get("Name"), str) else None
     return NicPort(
         id=ident,

@@ -187,7 +187,7 @@ class RedfishClient:
         self.warnings: list[str] = []
         self.root: dict[str, Any] = {}
         self._session_location: str | None = None
-        self._expand_ok: bool | None = None
+        self._expand: str | None = None  # the $expand value this BMC takes; '' for none
         cafile: str | None = None
         if self.options.verify_tls:
             # The library turns TLS verification off unless it is given a CA file, so the
@@ -329,18 +329,21 @@ class RedfishClient:
         return out
 
     def _get_collection(self, path: str) -> dict[str, Any]:
-        if self._expand_ok is None:
+        if self._expand is None:
             features = self.root.get("ProtocolFeaturesSupported") or {}
             expand = features.get("ExpandQuery") or {}
-            self._expand_ok = bool(expand.get("Links") or expand.get("NoLinks"))
-        if self._expand_ok:
+            # "." expands subordinate resources (a collection's Members) and needs NoLinks;
+            # "*" also follows Links, so it is the fallback for BMCs that only offer that.
+            self._expand = ".($levels=1)" if expand.get("NoLinks") else (
+                "*($levels=1)" if expand.get("Links") else "")
+        if self._expand:
             try:
-                return self.get(path, query={"$expand": ".($levels=1)"})
-            except (BMCNotFound, BMCBadResponse, RedfishError) as exc:
-                if isinstance(exc, BMCAuthError | BMCTimeout | BMCTLSError | BMCUnreachable):
-                    raise
+                return self.get(path, query={"$expand": self._expand})
+            except (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable):
+                raise
+            except RedfishError:
                 # The root advertised $expand but this BMC (or resource) rejects it.
-                self._expand_ok = False
+                self._expand = ""
         return self.get(path)
 
     def post(self, path: str, body: dict[str, Any]) -> Reply:
