@@ -134,9 +134,7 @@ class EmbeddedBackend(DeployBackend):
         self.site, self.settings, self._network = site, settings, network
         for r in requests:
             self._reservation(r)  # bad addresses or names fail before anything starts
-        server = DeployServer(
-            bind=settings.bind_address, port=settings.http_port, public_url=""
-        )
+        server = DeployServer(bind=settings.bind_address, port=settings.http_port, public_url="")
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):
             ramdisk = build_ramdisk(settings.ramdisk_flavour)
@@ -278,7 +276,7 @@ class EmbeddedBackend(DeployBackend):
         session: HostSession | None = None
         try:
             if request.bmc is None:
-                raise DeployError(f"{name}: no BMC to drive (the embedded backend powers hosts)")
+                raise DeployError("no BMC to drive (the embedded backend powers hosts)")
             session = self._session(request)
             self.server.register(session)
             self.dnsmasq.add(self._reservation(request))
@@ -292,7 +290,7 @@ class EmbeddedBackend(DeployBackend):
                 ok=False,
                 reason=exc.message,
                 phases=phases,
-                log=self._log_of(session),
+                log=self._log_of(session) or (f"hint: {exc.hint}\n" if exc.hint else ""),
             )
         finally:
             if session is not None:
@@ -339,13 +337,13 @@ class EmbeddedBackend(DeployBackend):
         phases["pxe"] = time.monotonic() - t
         if report is None:
             raise DeployError(
-                f"{name}: no 'started' report within {st.callback_timeout_s:.0f} s of the power "
+                f"no 'started' report within {st.callback_timeout_s:.0f} s of the power "
                 f"cycle: the host did not PXE-boot the deploy {request.method}",
                 hint=f"check its console and the DHCP log for {session.mac}: "
                 f"{self.dnsmasq.cfg.log_path if self.dnsmasq else ''}",
             )
         if report.kind == FAILED:
-            raise DeployError(f"{name}: {failure_reason(report.log)}")
+            raise DeployError(failure_reason(report.log))
 
         t = time.monotonic()
         progress(
@@ -354,11 +352,9 @@ class EmbeddedBackend(DeployBackend):
         report = session.wait_for((FINISHED, FAILED), left(request.timeout_s))
         phases["install"] = time.monotonic() - t
         if report is None:
-            raise DeployError(
-                f"{name}: the install did not finish within {request.timeout_s:.0f} s"
-            )
+            raise DeployError(f"the install did not finish within {request.timeout_s:.0f} s")
         if report.kind == FAILED:
-            raise DeployError(f"{name}: {failure_reason(report.log)}")
+            raise DeployError(failure_reason(report.log))
 
         t = time.monotonic()
         progress(name, "reboot", "installed; booting from disk")
@@ -374,11 +370,10 @@ class EmbeddedBackend(DeployBackend):
             progress(name, "firstboot", "waiting for the installed OS to phone home")
             if session.wait_for((BOOTED,), left(request.timeout_s)) is None:
                 raise DeployError(
-                    f"{name}: the installed OS did not phone home (cloud-init) in time",
+                    "the installed OS did not phone home (cloud-init) in time",
                     hint="check the host's console: did it boot from the root disk?",
                 )
             phases["firstboot"] = time.monotonic() - t
-        progress(name, "done", "running its new OS")
         return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
 
     # -- tear-down --------------------------------------------------------------------------

@@ -256,7 +256,7 @@ def _deploy(backend: EmbeddedBackend, tmp_path: Path, netns: str, outcome: str) 
 def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
     out, bmc, phases = _deploy(backend, tmp_path, netns, "ok")
     assert out.ok, out.reason
-    assert phases == ["pxe", "install", "reboot", "firstboot", "done"]
+    assert phases == ["pxe", "install", "reboot", "firstboot"]
     assert set(out.phases) == {"pxe", "install", "reboot", "firstboot"}
     assert bmc.actions == ["boot:Pxe", "cycle", "boot:Hdd", "on"]
     assert bmc.seen["HINT_ARGS"] == "--serial FLOW-ROOT"
@@ -271,7 +271,7 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
 def test_no_matching_disk_fails_with_the_reason(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
     out, bmc, _ = _deploy(backend, tmp_path, netns, "nodisk")
     assert not out.ok
-    assert out.reason == "flow01: root disk hint: no disk matches the hint serial=FLOW-ROOT ..."
+    assert out.reason == "root disk hint: no disk matches the hint serial=FLOW-ROOT ..."
     assert "vda serial=OTHER" in out.log
     assert bmc.actions[-1] == "off"  # a failed host is left powered off
 
@@ -284,6 +284,7 @@ def test_silent_host_times_out(backend: EmbeddedBackend, tmp_path: Path, netns: 
     out, bmc, _ = _deploy(backend, tmp_path, netns, "silent")
     assert not out.ok
     assert "no 'started' report within 1 s" in out.reason
+    assert "dnsmasq.log" in out.log  # where to look next
     assert bmc.actions[-1] == "off"
 
 

@@ -97,7 +97,8 @@ def test_refuses_when_no_disk_matches_and_lists_candidates(server: Path, shell: 
     assert r.stdout == ""
     first = r.stderr.splitlines()[0]
     assert "no disk matches the hint serial=PLAB-HOST03-NOPE" in first
-    assert "refusing to guess" in first
+    assert first.endswith("; refusing to guess")
+    assert r.stderr.splitlines()[1] == "disks seen:"
     for name in ("nvme0n1", "nvme1n1", "sda"):
         assert f"  {name} serial=" in r.stderr
     assert "sdb" not in r.stderr and "loop0" not in r.stderr

@@ -67,10 +67,17 @@ for sys in "$SYSFS"/block/*; do
   if [ "$ok" = 1 ]; then matches="$matches $d"; count=$((count + 1)); fi
 done
 
-hint="serial=${serial:--} wwn=${wwn:--} by_path=${bypath:--} model=${model:--} size_gb=${mingb:-0}..${maxgb:-inf}"
+hint=''
+[ -n "$serial" ] && hint="$hint serial=$serial"
+[ -n "$wwn" ] && hint="$hint wwn=$wwn"
+[ -n "$bypath" ] && hint="$hint by_path=$bypath"
+[ -n "$model" ] && hint="$hint model=\"$model\""
+[ -n "$mingb" ] && hint="$hint size_gb_min=$mingb"
+[ -n "$maxgb" ] && hint="$hint size_gb_max=$maxgb"
+[ -n "$hint" ] || hint=' (none: any disk)'
 if [ "$count" -ne 1 ]; then
   if [ "$count" -eq 0 ]; then what="no disk matches"; else what="$count disks match ($matches )"; fi
-  printf 'root disk hint: %s the hint %s; refusing to guess. Disks seen:\n%s' \
+  printf 'root disk hint: %s the hint%s; refusing to guess\ndisks seen:\n%s' \
     "$what" "$hint" "$report" >&2
   exit 3
 fi
