@@ -281,7 +281,9 @@ def name_switches(
     for guid, why in sorted(result.unmatched.items()):
         err.print(f"[yellow]unmatched[/] 0x{guid} ({result.current.get(guid, '?')}): {why}", markup=True)
     renamed = sum(1 for g, n in result.names.items() if result.current.get(g) != n)
-    err.print(f"{len(result.names)} switch(es) named ({renamed} differ from their current description), "
+    internal = f" (of them {len(result.internal)} director spine blades, named after their chassis)" \
+        if result.internal else ""
+    err.print(f"{len(result.names)} switch(es) named{internal}, {renamed} differ from their current description; "
               f"{len(result.ambiguous)} ambiguous, {len(result.unmatched)} unmatched")
     if result.ambiguous or result.unmatched:
         raise typer.Exit(int(ExitCode.FINDINGS))

@@ -6,12 +6,15 @@ it is; named leaves then say which spine each of their uplinks reaches, and so o
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from cabling.discovery.model import DiscoveredFabric
 from cabling.model import Endpoint, Manifest
-from cabling.resolve import endpoint, name_nodes
+from cabling.resolve import NodeName, endpoint, name_nodes
+
+_BLADE_PORT = re.compile(r"^(L\d+/U\d+)/\d+$", re.IGNORECASE)
 
 
 @dataclass
@@ -23,6 +26,7 @@ class NamingResult:
     ambiguous: dict[str, str] = field(default_factory=dict)
     unmatched: dict[str, str] = field(default_factory=dict)
     current: dict[str, str] = field(default_factory=dict)
+    internal: dict[str, str] = field(default_factory=dict)  # director spine blade GUID -> chassis
 
 
 def infer_switch_names(fab: DiscoveredFabric, manifest: Manifest, name_map: dict[str, str] | None = None) -> NamingResult:
@@ -60,7 +64,9 @@ def infer_switch_names(fab: DiscoveredFabric, manifest: Manifest, name_map: dict
                 if target is not None:
                     dev = devices.get(target.device.casefold())
                     if dev is not None and dev.kind == "switch":
-                        votes[dev.name] += 1
+                        # A director port (L16/U2/20) names one blade ASIC of the chassis.
+                        bm = _BLADE_PORT.match(target.port)
+                        votes[f"{dev.name}:{bm.group(1)}" if bm else dev.name] += 1
             if votes:
                 votes_by[g] = votes
         claims: dict[str, list[str]] = defaultdict(list)
@@ -80,16 +86,30 @@ def infer_switch_names(fab: DiscoveredFabric, manifest: Manifest, name_map: dict
             g = guids[0]
             votes = votes_by[g]
             total = sum(votes.values())
-            result.names[g] = name
+            device, _, blade = name.partition(":")
+            model = devices[device.casefold()].model
+            result.names[g] = f"{device}:{model + '/' if model else ''}{blade}" if blade else device
             result.evidence[g] = f"{votes[name]} of {total} neighbour links point at {name}"
             result.ambiguous.pop(g, None)
-            known[g] = name
+            names[g] = NodeName(device, "switch", port_prefix=f"{blade}/" if blade else "", named_by="topology")
+            known[g] = device
             taken[name] = g
             pending.discard(g)
             progress = True
         if not progress:
             break
     for g in pending:
-        if g not in result.ambiguous:
+        if g in result.ambiguous:
+            continue
+        chassis = {known.get(peer) for _, peer, _ in adj[g]}
+        if len(chassis) == 1 and None not in chassis and all(names[p].port_prefix for _, p, _ in adj[g]):
+            # Director spine blades only reach the chassis' own leaf blades: cabling says which chassis,
+            # not which slot, so they are named after the chassis (their links are inside it).
+            device = str(chassis.pop())
+            model = devices[device.casefold()].model
+            result.internal[g] = device
+            result.names[g] = f"{device}:{model + '/' if model else ''}spine-blade"
+            result.evidence[g] = f"all {len(adj[g])} links go to leaf blades of director {device}"
+        else:
             result.unmatched[g] = "no neighbour matches the manifest"
     return result

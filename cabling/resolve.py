@@ -164,7 +164,7 @@ def resolve(
     out = ResolvedFabric(names=names, source=fab.source)
     for lk in fab.links:
         na, nb = names[lk.a_guid], names[lk.b_guid]
-        if na.port_prefix and nb.port_prefix and na.device == nb.device:
+        if (na.port_prefix or nb.port_prefix) and na.device == nb.device and na.kind == nb.kind == "switch":
             out.internal_links += 1
             continue
         out.links.append(RLink(endpoint(na, lk.a_port), endpoint(nb, lk.b_port), lk.width, lk.speed, lk.state,

@@ -66,3 +66,24 @@ def test_a_tie_between_two_planned_names_is_ambiguous():
     assert len(result.ambiguous) == 2
     assert all("neighbours point equally at" in why for why in result.ambiguous.values())
     assert result.unmatched  # the spines above them have no named neighbour
+
+
+def test_director_blades_are_named_from_the_ufm_test_set():
+    """Fresh switches of NVIDIA's DGX A100 set (QM8700 leaves, MCS8500 directors) named from the NDT plan."""
+    from cabling.ndt import load_ndt
+    from tests.conftest import corpus_path
+
+    base = ("ib", "ufm-ndt-cabling-validation-dgx-a100-director")
+    plan = load_ndt([corpus_path(*base, "ndt", "positive", "switch_to_host_topo1.ndt"),
+                     corpus_path(*base, "ndt", "positive", "switch_to_switch_topo2.ndt")])
+    text = corpus_path(*base, "ibnetdiscover_director.txt").read_bytes().decode()
+    fab = parse_ibnetdiscover(re.sub(r'"MF0;[^"]+"', f'"{GENERIC}"', text), "fresh.txt")
+    result = infer_switch_names(fab, plan)
+    assert not result.ambiguous and not result.unmatched
+    assert len(result.names) == 400 and len(result.internal) == 80
+    assert result.names["0c42a10300a9b026"] == "SAT11-0101-0927-20IB0"
+    assert result.names["0c42a103008b5558"] == "SAT11-0101-0903-01IB1-A:L16/U2"
+    assert set(result.internal.values()) >= {"SAT11-0101-0903-01IB1-A"}
+    # With the inferred map, validate reports what it reports with the switches' real descriptions.
+    names = parse_node_name_map(format_node_name_map(result.names))
+    assert validate(plan, resolve(fab, plan, names)).by_kind() == {"moved": 2, "missing": 2, "unexpected": 107}
