@@ -85,10 +85,13 @@ def test_discovery_reads_every_mockup(mockup):
     assert "ForceRestart" in facts.extra["reset_types"]
 
 
-def test_dell_keeps_infiniband_out_of_pxe_candidates(mockup):
-    name, url = mockup
-    if name != "dell":
-        pytest.skip("Dell-only layout")
+@pytest.fixture(scope="module")
+def dell_url(tmp_path_factory) -> Iterator[str]:
+    yield from _serve("dell", tmp_path_factory.mktemp("dell-only"))
+
+
+def test_dell_keeps_infiniband_out_of_pxe_candidates(dell_url):
+    url = dell_url
     bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="b8:3f:d2"))
     facts = bmc.discover()
     bmc.close()
@@ -117,23 +120,19 @@ def test_boot_override_accepted_but_not_applied_is_caught(mockup):
         bmc.close()
 
 
-def test_boot_target_not_offered_is_refused(mockup):
-    _name, url = mockup
-    bmc = open_mockup(url)
-    allowed = bmc.allowed_boot_targets() or []
-    bmc.close()
-    if "UefiHttp" in allowed:
-        pytest.skip("this BMC offers every target we use")
-    bmc = open_mockup(url)
-    with pytest.raises(BMCUnsupported, match="UefiHttp is not offered"):
-        bmc.set_boot(BootTarget.HTTP)
-    bmc.close()
+def test_boot_target_not_offered_is_refused(tmp_path):
+    # The DMTF server offers UefiTarget but not UefiHttp.
+    for url in _serve("dmtf", tmp_path):
+        bmc = open_mockup(url)
+        try:
+            with pytest.raises(BMCUnsupported, match="UefiHttp is not offered"):
+                bmc.set_boot(BootTarget.HTTP)
+        finally:
+            bmc.close()
 
 
-def test_dell_network_boot_sets_bios_port_and_verifies(mockup):
-    name, url = mockup
-    if name != "dell":
-        pytest.skip("Dell-only BIOS attributes")
+def test_dell_network_boot_sets_bios_port_and_verifies(dell_url):
+    url = dell_url
     # PxeDev1EnDis is Disabled in the recording: the PATCH is accepted, the job queue holds
     # only a completed job, the reboot is accepted, and reading back shows nothing changed.
     bmc = open_mockup(url, nic_rule=NicRule(port_id="NIC.Embedded.1-1-1"))
