@@ -369,6 +369,32 @@ class RedfishClient:
         headers: dict[str, str] | None = None,
         retry: bool = True,
     ) -> Reply:
+        try:
+            return self._request_retrying(method, path, body=body, query=query,
+                                          headers=headers, retry=retry)
+        except BMCAuthError:
+            # A 401 on a request made with a session that worked means the session expired
+            # (a BMC reset, an idle timeout during a long BIOS job): log in again, once.
+            if not retry or self.auth_method != "session":
+                raise
+            log.info("%s: session no longer valid; logging in again", self.name)
+            self._lib.set_session_key(None)
+            self._session_location = None
+            if not self._try_session():
+                self._use_basic()
+            return self._request_retrying(method, path, body=body, query=query,
+                                          headers=headers, retry=retry)
+
+    def _request_retrying(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None,
+        query: dict[str, str | None] | None,
+        headers: dict[str, str] | None,
+        retry: bool,
+    ) -> Reply:
         idempotent = method in ("GET", "PATCH", "DELETE", "HEAD")
 
         def retryable(exc: BaseException) -> bool:

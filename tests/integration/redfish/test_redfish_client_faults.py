@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from provisioner.bmc.factory import open_redfish
 from provisioner.redfish.client import ClientOptions, RedfishClient
@@ -218,3 +219,23 @@ def test_redfish_library_debug_records_are_redacted(emulator, tmp_path, caplog):
     assert token not in caplog.text
     assert PASSWORD not in caplog.text
 
+
+
+def test_expired_session_is_renewed_once(emulator, tmp_path):
+    with fault_proxy(emulator, tmp_path, args=["--sessions", "1"]) as (url,):
+        client = RedfishClient(url, USER, Secret(PASSWORD), FAST)
+        client.login()
+        old_token = client._lib.get_session_key()
+        # The BMC forgets the session (idle timeout, BMC reset): its slot is free again.
+        gone = requests.delete(url + client._session_location,
+                               headers={"X-Auth-Token": old_token}, timeout=5)
+        assert gone.status_code == 204
+        assert client.get("/redfish/v1/Systems")["Members"]
+        assert client.auth_method == "session"
+        assert client._lib.get_session_key() != old_token
+        client.close()
+        # The renewed session was logged out too: the single slot is free.
+        again = RedfishClient(url, USER, Secret(PASSWORD), FAST)
+        again.login()
+        assert again.auth_method == "session"
+        again.close()
