@@ -38,6 +38,7 @@ from cabling.simulate import (
     render_iblinkinfo_down,
     render_ibnetdiscover,
 )
+from cabling.slurm import slurm_topology
 from cabling.sources import DiscoveryOptions, open_manifest
 
 P = ParamSpec("P")
@@ -308,6 +309,16 @@ def convert(
     else:
         text = dump_manifest(m)
     _write(text, output)
+
+
+@cabling_app.command("slurm-topology")
+@_errors
+def slurm_topology_cmd(
+    manifest: list[Path] = ManifestArg,
+    output: Path | None = typer.Option(None, "--output", "-o", help="write topology.conf here"),
+) -> None:
+    """Write Slurm's topology.conf (topology/tree): one switch per leaf group, then the tiers above."""
+    _write(slurm_topology(open_manifest(manifest)), output)
 
 
 @cabling_app.command()

@@ -164,7 +164,6 @@ class _Builder:
             spines = self._switches(up, "spine", "s", f"pod{p + 1}")
             spines_by_pod.append(spines)
             for li, leaf in enumerate(pod):
-                leaf.group = f"pod{p + 1}"
                 for j, spine in enumerate(spines):
                     self._link(Endpoint(device=leaf.name, port=str(self.down + j + 1)),
                                Endpoint(device=spine.name, port=str(li + 1)))

@@ -53,3 +53,18 @@ def format_node_name_map(names: dict[str, str], header: str = "") -> str:
     lines = [f"# {h}" for h in header.splitlines()] if header else []
     lines += [f'0x{guid} "{name}"' for guid, name in sorted(names.items(), key=lambda kv: kv[1])]
     return "\n".join(lines) + "\n"
+
+
+def parse_guid_list(text: str, source: str = "<guid list>") -> list[str]:
+    """A list of GUIDs, one per line (``S-<guid>``, ``H-<guid>`` or ``0x<guid>``; ``#`` comments)."""
+    out: list[str] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            out.append(normalize_guid(line))
+        except ValueError:
+            raise CablingInputError(f"not a GUID: {line[:40]!r}", file=source, line=lineno,
+                                    hint="one GUID per line, e.g. S-0008f10500108098 or 0x0008f10500108098") from None
+    return out

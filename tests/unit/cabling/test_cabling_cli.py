@@ -160,6 +160,12 @@ def test_convert_and_schema(tmp_path, small, repo_root):
     assert r.exit_code == 0 and r.stdout == (repo_root / "docs" / "cabling-manifest.schema.json").read_text()
 
 
+def test_slurm_topology(tmp_path, small):
+    out = tmp_path / "topology.conf"
+    assert run("slurm-topology", small, "-o", str(out)).exit_code == 0
+    assert "SwitchName=s1 Switches=l0+l1" in out.read_text()
+
+
 def test_draw_and_simulate_errors(tmp_path, small):
     out = tmp_path / "f.svg"
     assert run("draw", small, "-o", str(out)).exit_code == 0

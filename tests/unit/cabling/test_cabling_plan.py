@@ -19,7 +19,7 @@ def test_4088_gpu_three_tier_shape():
     # Names say where a switch sits: its rack, its tier letter and number.
     dm = m.device_map()
     leaf = dm["r009-l4"]
-    assert leaf.rail == 3 and leaf.location.rack == "r009" and leaf.group == "pod1"
+    assert leaf.rail == 3 and leaf.location.rack == "r009" and leaf.group == "su01"
     assert dm["gpu042"].location.rack.startswith("r0")
     # HCA k of every host goes to the rail-k leaf of its scalable unit.
     for lk in m.links[:4088]:

@@ -1,0 +1,158 @@
+"""Slurm ``topology.conf`` (topology/tree plugin) from a manifest, and Slurm hostlist syntax.
+
+Leaves that serve the same hosts (the rails of one scalable unit) are one Slurm "switch": a job
+placed under it shares leaves on every rail. Upper tiers list the units or switches below them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from cabling.errors import CablingInputError
+from cabling.model import Manifest
+
+_TAIL = re.compile(r"^(.*?)(\d+)$")
+
+
+def hostlist_compress(names: list[str]) -> str:
+    """``gpu001,gpu002,gpu003,gpu005`` -> ``gpu[001-003,005]`` (zero padding kept)."""
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    plain: list[str] = []
+    split: list[tuple[str, str]] = []
+    padded: dict[str, int] = {}
+    for name in names:
+        m = _TAIL.match(name)
+        if not m:
+            plain.append(name)
+            continue
+        split.append((m.group(1), m.group(2)))
+        if m.group(2).startswith("0") and len(m.group(2)) > 1:
+            padded[m.group(1)] = max(padded.get(m.group(1), 0), len(m.group(2)))
+    for prefix, digits in split:
+        # gpu099 and gpu100 share a width of 3: one zero-padded range, as Slurm writes it.
+        width = padded.get(prefix, 0)
+        groups[(prefix, width if len(digits) == width else 0)].append(int(digits))
+    parts: list[str] = []
+    for (prefix, width), nums in groups.items():
+        nums = sorted(set(nums))
+        if len(nums) == 1:
+            parts.append(f"{prefix}{nums[0]:0{width}d}")
+            continue
+        ranges: list[str] = []
+        start = prev = nums[0]
+        for n in [*nums[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append(f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join(sorted(plain) + sorted(parts, key=_natural))
+
+
+def hostlist_expand(text: str) -> list[str]:
+    """``gpu[001-003],x`` -> ``[gpu001, gpu002, gpu003, x]``; raises ValueError on bad syntax."""
+    out: list[str] = []
+    for item in _split_top(text):
+        m = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\]", item)
+        if not m:
+            if "[" in item or "]" in item or not item:
+                raise ValueError(f"bad hostlist item {item!r}")
+            out.append(item)
+            continue
+        for rng in m.group(2).split(","):
+            lo, _, hi = rng.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ValueError(f"bad hostlist range {rng!r} in {item!r}")
+            width = len(lo) if lo.startswith("0") else 0
+            out += [f"{m.group(1)}{n:0{width}d}" for n in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets."""
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+            continue
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth not in (0, 1):
+            raise ValueError(f"bad hostlist {text!r}: unbalanced brackets")
+        cur += ch
+    if depth:
+        raise ValueError(f"bad hostlist {text!r}: unbalanced brackets")
+    return [*items, cur] if cur or items else []
+
+
+def _natural(text: str) -> tuple[object, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def switch_tiers(manifest: Manifest) -> dict[str, int]:
+    """Tier of every switch (1 = leaf): from roles, else by distance from the hosts."""
+    devices = manifest.device_map()
+    adj: dict[str, set[str]] = defaultdict(set)
+    for lk in manifest.links:
+        a, b = lk.a.device.casefold(), lk.b.device.casefold()
+        adj[a].add(b)
+        adj[b].add(a)
+    switches = [k for k, d in devices.items() if d.kind == "switch"]
+    if switches and all(devices[k].role for k in switches):
+        return {k: devices[k].tier for k in switches}
+    tiers: dict[str, int] = {}
+    frontier = [k for k in switches if any(devices.get(n) and devices[n].kind == "host" for n in adj[k])]
+    level = 1
+    while frontier:
+        for k in frontier:
+            tiers[k] = level
+        level += 1
+        frontier = sorted({n for k in frontier for n in adj[k]
+                           if n in devices and devices[n].kind == "switch" and n not in tiers})
+    return tiers
+
+
+def slurm_topology(manifest: Manifest) -> str:
+    """The ``topology.conf`` text: leaf units with their nodes, then each upper switch's children."""
+    devices = manifest.device_map()
+    tiers = switch_tiers(manifest)
+    if not tiers:
+        raise CablingInputError("the manifest has no switch connected to a host: no topology to write")
+    hosts_of: dict[str, set[str]] = defaultdict(set)
+    below: dict[str, set[str]] = defaultdict(set)
+    for lk in manifest.links:
+        a, b = lk.a.device.casefold(), lk.b.device.casefold()
+        if a not in devices or b not in devices:
+            continue
+        for x, y in ((a, b), (b, a)):
+            if x in tiers and devices[y].kind == "host":
+                hosts_of[x].add(devices[y].name)
+            elif x in tiers and y in tiers and tiers[y] < tiers[x]:
+                below[x].add(y)
+    # Leaves serving exactly the same hosts (one SU's rails) form one unit.
+    unit_of: dict[str, str] = {}
+    members: dict[frozenset[str], list[str]] = defaultdict(list)
+    for leaf in (k for k, t in tiers.items() if t == 1):
+        members[frozenset(hosts_of[leaf])].append(leaf)
+    lines = ["# Slurm topology.conf written by 'provision cabling slurm-topology'", "# TopologyPlugin=topology/tree"]
+    used: set[str] = set()
+    for hosts, leaves in sorted(members.items(), key=lambda kv: _natural(min(kv[1]))):
+        groups = {devices[k].group for k in leaves}
+        if len(leaves) == 1:
+            unit = devices[leaves[0]].name
+        elif len(groups) == 1 and None not in groups and str(next(iter(groups))) not in used:
+            unit = str(groups.pop())
+        else:
+            unit = "+".join(sorted((devices[k].name for k in leaves), key=_natural))
+        used.add(unit)
+        for k in leaves:
+            unit_of[k] = unit
+        lines.append(f"SwitchName={unit} Nodes={hostlist_compress(sorted(hosts))}")
+    for sw in sorted((k for k, t in tiers.items() if t > 1), key=lambda k: (tiers[k], _natural(k))):
+        children = sorted({unit_of.get(c, devices[c].name) for c in below[sw]}, key=_natural)
+        if children:
+            lines.append(f"SwitchName={devices[sw].name} Switches={','.join(children)}")
+    return "\n".join(lines) + "\n"
