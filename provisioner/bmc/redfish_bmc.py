@@ -354,6 +354,36 @@ class RedfishBMC:
             self.client.patch(path, {"Image": None, "Inserted": False},
                               etag=media.get("@odata.etag"))
 
+    # -- clock --------------------------------------------------------------------------
+
+    def set_clock(self, when: datetime | None = None, *, tolerance_s: float = 5.0) -> float:
+        """Set the BMC clock to ``when`` (default: now, UTC) and verify it by reading back.
+
+        Returns the BMC clock minus local clock afterwards. BMCs that keep time only by NTP
+        (iDRAC) refuse the PATCH: that error is raised as is.
+        """
+        managers = self._manager_paths()
+        if not managers:
+            raise BMCUnsupported("the BMC has no Manager to set the clock of", bmc=self.name,
+                                 path=self.system_path())
+        path = managers[0]
+        target = (when or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+        sent_at = datetime.now(UTC)
+        self.client.patch(path, {"DateTime": target.isoformat(), "DateTimeLocalOffset": "+00:00"})
+        before = datetime.now(UTC)
+        got = rp.parse_datetime(self.client.get(path).get("DateTime"))
+        after = datetime.now(UTC)
+        expected = target + (after - sent_at)
+        if got is None or abs((got - expected).total_seconds()) > tolerance_s + 1:
+            raise BMCVerifyFailed(
+                f"BMC clock reads {got.isoformat() if got else 'nothing'} after setting it to "
+                f"{target.isoformat()}",
+                bmc=self.name,
+                path=path,
+                hint="point the BMC at the site's NTP servers (settings.ntp_servers) instead",
+            )
+        return rp.clock_skew_s(got, before, after) or 0.0
+
     # -- discovery ----------------------------------------------------------------------
 
     def _manager_paths(self) -> list[str]:

@@ -6,6 +6,7 @@ import functools
 import http.server
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -93,9 +94,19 @@ def test_bmc_without_virtual_media_says_so(tmp_path, iso_url):
         try:
             with pytest.raises(BMCUnsupported, match="no virtual CD/DVD drive"):
                 b.insert_media(iso_url)
+            with pytest.raises(BMCUnsupported, match="no Manager to set the clock"):
+                b.set_clock()
             # No Manager, no NICs, no storage: still read, with what there is.
             facts = b.discover()
             assert facts.uuid == UUID and facts.power_state
             assert facts.bmc_datetime is None and facts.nics == [] and facts.drives == []
         finally:
             b.close()
+
+
+def test_clock_skew_is_measured_and_fixed(bmc):
+    bmc.set_clock(datetime(2020, 1, 1, tzinfo=UTC))
+    skewed = bmc.discover()
+    assert skewed.clock_skew_s is not None and skewed.clock_skew_s < -150_000_000
+    assert bmc.set_clock() == pytest.approx(0, abs=5)
+    assert abs(bmc.discover().clock_skew_s or 99) < 5

@@ -166,3 +166,13 @@ def test_virtual_media_insert_is_verified(mockup):
             bmc.insert_media("http://198.18.254.1:8080/boot.iso")
     finally:
         bmc.close()
+
+
+def test_clock_set_but_not_applied_is_caught(mockup):
+    _name, url = mockup
+    bmc = open_mockup(url)
+    try:
+        with pytest.raises(BMCVerifyFailed, match="BMC clock reads"):
+            bmc.set_clock()
+    finally:
+        bmc.close()
