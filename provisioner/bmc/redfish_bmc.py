@@ -507,6 +507,7 @@ class RedfishBMC:
         """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
         # Opening the BMC has just read the System; a second read would cost a round trip.
         system = self.system(max_age_s=5.0)
+        self._nics = None  # link states change: read the ports again
         facts = HostFacts(
             manufacturer=_text(system.get("Manufacturer")),
             model=_text(system.get("Model")),

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import requests
 import requests.adapters
+import urllib3
 from redfish.rest.v1 import HttpClient, RestResponse
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
@@ -222,8 +223,6 @@ class RedfishClient:
         self._lib._session.close()
         self._lib._session = lean
         if not self.options.verify_tls:
-            import urllib3
-
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
     # -- context management -------------------------------------------------------------
@@ -261,10 +260,8 @@ class RedfishClient:
         body = {"UserName": self._username, "Password": self._password.reveal()}
         try:
             reply = self._request("POST", sessions, body=body, retry=False)
-        except BMCAuthError:
-            raise
-        except (BMCTimeout, BMCTLSError, BMCUnreachable):
-            raise
+        except (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable):
+            raise  # a wrong password or a dead BMC: basic auth would not do better
         except RedfishError as exc:
             if any(mid for mid in exc.message_ids() if mid.endswith(SESSION_LIMIT_IDS)):
                 self.warnings.append(
