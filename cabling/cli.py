@@ -15,7 +15,7 @@ from rich.console import Console
 
 from cabling.asbuilt import as_built, fabric_json
 from cabling.csvio import export_csv
-from cabling.diff import VALIDATE_KINDS
+from cabling.diff import VALIDATE_KINDS, manifest_as_found
 from cabling.diff import validate as run_validate
 from cabling.discovery.nodemap import format_node_name_map
 from cabling.errors import CablingError, CablingInputError, ExitCode
@@ -309,6 +309,23 @@ def convert(
     else:
         text = dump_manifest(m)
     _write(text, output)
+
+
+@cabling_app.command("diff")
+@_errors
+def diff_cmd(
+    old: Path = typer.Argument(..., help="the fabric as cabled now (a manifest)"),
+    new: Path = typer.Argument(..., help="the fabric as it should become"),
+    fmt: Format = FormatOpt,
+    output: Path | None = OutputOpt,
+    limit: int = LimitOpt,
+) -> None:
+    """The re-cabling list from one plan to another: moves, swaps, cables to add and to remove."""
+    before, after = open_manifest([old]), open_manifest([new])
+    report = run_validate(after, manifest_as_found(before))
+    report.title = f"re-cable {before.source} into {after.source}"
+    _emit(report, fmt, output, list(VALIDATE_KINDS), limit, after)
+    _finish(report, False)
 
 
 @cabling_app.command("slurm-topology")

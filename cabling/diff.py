@@ -5,11 +5,12 @@ Everything is indexed by (device, port), so a 12,000-link fabric validates in li
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from cabling.errors import CablingInputError
 from cabling.findings import Finding, Report
-from cabling.model import AnyPort, Device, Link, Manifest
+from cabling.model import AnyPort, Device, Link, Manifest, PortRef
 from cabling.resolve import ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
@@ -194,6 +195,8 @@ def _swap(
     else:
         p1, p2, e1, e2 = a, y, x, b
     if p1.device.casefold() == p2.device.casefold():
+        if _port_order(p2.port) < _port_order(p1.port):
+            p1, p2, e1, e2 = p2, p1, e2, e1
         fix = f"swap the cables in {p1.device} ports {p1.port} and {p2.port}"
     else:
         fix = f"swap the cables in {_fmt(p1)} and {_fmt(p2)}"
@@ -204,6 +207,10 @@ def _swap(
         where=manifest.where_link(ia), endpoints=[str(a), str(x), str(y), str(b)],
         data={"ports": [str(p1), str(p2)], "links": [ia, ib]},
     )
+
+
+def _port_order(port: str) -> tuple[object, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", port))
 
 
 def _best_move(
@@ -234,3 +241,11 @@ def _best_move(
         return None
     best = max(options, key=lambda o: o[0])
     return best[1], best[2], best[3], best[4]
+
+
+def manifest_as_found(manifest: Manifest) -> ResolvedFabric:
+    """A manifest seen as if discovered: compare two plans with :func:`validate` (the re-cabling list)."""
+    links = [RLink(PortRef(lk.a.device, lk.a.port), PortRef(lk.b.device, lk.b.port),
+                   lk.width or manifest.fabric.width, lk.speed or manifest.fabric.speed, line=manifest.link_line(i))
+             for i, lk in enumerate(manifest.links)]
+    return ResolvedFabric(links=links, source=manifest.source)

@@ -222,6 +222,10 @@ class Manifest(BaseModel):
         """Devices by case-folded name."""
         return {d.name.casefold(): d for d in self.devices}
 
+    def link_line(self, index: int) -> int | None:
+        """The file line link ``index`` was read from, if known."""
+        return self._link_lines[index] if index < len(self._link_lines) else None
+
     def where_link(self, index: int) -> str:
         """``file:line`` of link ``index`` (or ``links[index]`` when not loaded from a file)."""
         line = self._link_lines[index] if index < len(self._link_lines) else None

@@ -160,6 +160,21 @@ def test_convert_and_schema(tmp_path, small, repo_root):
     assert r.exit_code == 0 and r.stdout == (repo_root / "docs" / "cabling-manifest.schema.json").read_text()
 
 
+def test_diff_two_plans(tmp_path, small, small_data):
+    new = tmp_path / "new.yaml"
+    for lk in small_data["links"]:
+        if lk["a"] == "h3:mlx5_1":
+            lk["b"] = "l1:4"
+        elif lk["a"] == "h4:mlx5_1":
+            lk["b"] = "l1:3"
+    small_data["links"].append({"a": "l0:7", "b": "s1:3"})
+    new.write_text(yaml.safe_dump(small_data))
+    r = run("diff", small, str(new))
+    assert r.exit_code == 3, r.output
+    assert "swap the cables in l1 ports 3 and 4" in r.stdout and "connect l0 port 7 to s1 port 3" in r.stdout
+    assert run("diff", small, small).exit_code == 0
+
+
 def test_slurm_topology(tmp_path, small):
     out = tmp_path / "topology.conf"
     assert run("slurm-topology", small, "-o", str(out)).exit_code == 0
