@@ -31,6 +31,7 @@ from provisioner.secrets import Secret  # noqa: E402
 from tests.fixtures.redfish.peers import (  # noqa: E402
     fake_system,
     fault_proxy,
+    make_tls,
     sushy_emulator,
     write_emulator_config,
 )
@@ -45,10 +46,11 @@ def address(i: int) -> str:
     return f"127.100.{i // 250}.{i % 250 + 1}"
 
 
-def run(urls: list[str], parallel: int, timeout_s: float,
-        processes: int | None = None) -> tuple[float, list[int], int]:
+def run(urls: list[str], parallel: int, timeout_s: float, processes: int | None = None,
+        ca: Path | None = None) -> tuple[float, list[int], int]:
     """Discover every URL; return wall seconds, requests per host, failures."""
-    options = ClientOptions(verify_tls=False, timeout_s=timeout_s, retries=1)
+    options = ClientOptions(verify_tls=ca is not None, ca_bundle=ca, timeout_s=timeout_s,
+                            retries=1)
     rule = NicRule(mac_prefix="52:54:00:18:00")
     targets = [
         DiscoveryTarget(url, partial(open_redfish, url, "admin", Secret("unused"), options,
@@ -74,6 +76,8 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.2, help="seconds per BMC answer")
     parser.add_argument("--parallel", type=int, default=None,
                         help="discovery threads (default: N)")
+    parser.add_argument("--tls", action="store_true",
+                        help="BMCs answer HTTPS (verified against a throwaway CA)")
     parser.add_argument("--processes", type=int, default=None,
                         help="discovery processes (default: one per core, >= 64 BMCs each)")
     args = parser.parse_args()
@@ -87,13 +91,16 @@ def main() -> int:
             tmpdir / "emu", [fake_system(UUID, "bench", ["52:54:00:18:00:01",
                                                          "52:54:00:18:01:01"], "On")],
             drives={UUID: DISKS})
+        addresses = [address(i) for i in range(args.n)]
+        tls = make_tls(tmpdir / "tls", addresses[0], more_ips=addresses[1:]) if args.tls else None
+        ca = tls.ca if tls else None
         with sushy_emulator(conf) as upstream, fault_proxy(
-            upstream, tmpdir, listen=[address(i) for i in range(args.n)],
+            upstream, tmpdir, listen=addresses, tls=tls,
             args=["--delay", str(args.delay), "--cache-gets"],
         ) as urls:
-            run(urls[:1], 1, 30)  # warm the proxy's cache; not measured
-            one, req_one, fail_one = run(urls[:1], 1, 30)
-            many, req_many, fail_many = run(urls, parallel, 60, args.processes)
+            run(urls[:1], 1, 30, ca=ca)  # warm the proxy's cache; not measured
+            one, req_one, fail_one = run(urls[:1], 1, 30, ca=ca)
+            many, req_many, fail_many = run(urls, parallel, 60, args.processes, ca=ca)
     ratio = many / one
     per_host = statistics.mean(req_many) if req_many else 0.0
     print(f"BMC answer delay        {args.delay * 1000:.0f} ms")
@@ -102,7 +109,7 @@ def main() -> int:
           f"({parallel} threads, {fail_many} failed)")
     print(f"ratio N/1               {ratio:.2f} (target <= 2)")
     print(f"requests per host       {per_host:.1f}")
-    print(f"RESULT n={args.n} delay_ms={args.delay * 1000:.0f} t1_s={one:.2f} "
+    print(f"RESULT n={args.n} delay_ms={args.delay * 1000:.0f} tls={int(args.tls)} t1_s={one:.2f} "
           f"tn_s={many:.2f} ratio={ratio:.2f} requests_per_host={per_host:.1f} "
           f"failed={fail_many + fail_one}")
     return 0 if fail_many + fail_one == 0 else 1
