@@ -25,7 +25,7 @@ from provisioner.deploy.images.cache import (
 from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "4"
+BUILDER_VERSION = "5"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # debootstrap resolves no virtual packages: python3-cffi-backend provides what
 # python3-cryptography (pulled by cloud-init) needs, so it is named explicitly.
@@ -72,6 +72,8 @@ datasource_list: [NoCloud, None]
 # the deploy ramdisk already grew the root partition and filesystem
 growpart: {mode: "off"}
 resize_rootfs: false
+# RSA and DSA host keys take long to generate on a slow (emulated) first boot
+ssh_genkeytypes: [ed25519, ecdsa]
 """
 
 
@@ -128,6 +130,7 @@ def _chroot_setup(root: Path, root_uuid: str) -> str:
         else:
             doc.unlink()
     (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    (root / "etc/dpkg/dpkg.cfg.d").mkdir(parents=True, exist_ok=True)
     (root / "etc/dpkg/dpkg.cfg.d/01-provisioner-nodoc").write_text(NODOC)
     kernels = sorted((root / "boot").glob("vmlinuz-*"))
     if not kernels:
