@@ -5,12 +5,12 @@ Everything is indexed by (device, port), so a 12,000-link fabric validates in li
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 from cabling.errors import CablingInputError
 from cabling.findings import Finding, Report
 from cabling.model import AnyPort, Device, Link, Manifest, PortRef
+from cabling.ports import natural_key
 from cabling.resolve import ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
@@ -195,7 +195,7 @@ def _swap(
     else:
         p1, p2, e1, e2 = a, y, x, b
     if p1.device.casefold() == p2.device.casefold():
-        if _port_order(p2.port) < _port_order(p1.port):
+        if natural_key(p2.port) < natural_key(p1.port):
             p1, p2, e1, e2 = p2, p1, e2, e1
         fix = f"swap the cables in {p1.device} ports {p1.port} and {p2.port}"
     else:
@@ -207,10 +207,6 @@ def _swap(
         where=manifest.where_link(ia), endpoints=[str(a), str(x), str(y), str(b)],
         data={"ports": [str(p1), str(p2)], "links": [ia, ib]},
     )
-
-
-def _port_order(port: str) -> tuple[object, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", port))
 
 
 def _best_move(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cabling.model import Device, Link, Location, Manifest
-from cabling.ports import hca_of, is_switch_port, port_number
+from cabling.ports import hca_of, is_switch_port, natural_key, port_number
 
 
 def build_manifest(
@@ -32,12 +32,6 @@ def build_manifest(
             out.append(Device(name=names[key], kind="switch", ports=max(nums) if nums else None,
                               location=locations.get(key)))
         else:
-            out.append(Device(name=names[key], kind="host", hcas=sorted({hca_of(p) for p in used}, key=_natural),
+            out.append(Device(name=names[key], kind="host", hcas=sorted({hca_of(p) for p in used}, key=natural_key),
                               location=locations.get(key)))
     return Manifest(devices=out, links=links)
-
-
-def _natural(text: str) -> tuple[object, ...]:
-    import re
-
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))

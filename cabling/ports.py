@@ -51,3 +51,8 @@ def host_port(device: str, text: str) -> str:
 def hca_of(port: str) -> str:
     """HCA name of a host port: ``mlx5_3`` and ``mlx5_3/1`` -> ``mlx5_3``."""
     return port.split("/", 1)[0]
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key that orders ``gpu2`` before ``gpu10`` and ``port 9`` before ``port 17``."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))

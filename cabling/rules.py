@@ -6,7 +6,6 @@ the number of links.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from fractions import Fraction
 
 from cabling.findings import Finding, Report, Severity
 from cabling.model import Device, Endpoint, Manifest, parse_ratio
-from cabling.ports import hca_of, port_number, switch_port
+from cabling.ports import hca_of, natural_key, port_number, switch_port
 
 
 @dataclass
@@ -156,17 +155,13 @@ def _few(names: list[str]) -> str:
     return ", ".join(names[:3]) + ("..." if len(names) > 3 else "")
 
 
-def _natural(text: str) -> tuple[object, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
 def _switches_of(ctx: LintContext, comp: set[tuple[str, str]], role: str | None) -> list[str]:
     """Switch names of an island with the given role (None: the island's top tier)."""
     switches = [ctx.devices[n] for kind, n in comp if kind == "sw" and n in ctx.devices]
     if role is None and switches:
         top = max(d.tier for d in switches)
-        return sorted((d.name for d in switches if d.tier == top), key=_natural)
-    return sorted((d.name for d in switches if d.role == role), key=_natural)
+        return sorted((d.name for d in switches if d.tier == top), key=natural_key)
+    return sorted((d.name for d in switches if d.role == role), key=natural_key)
 
 
 def _gnode(dev: Device, ep: Endpoint) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from cabling.errors import CablingInputError
 from cabling.model import Manifest
+from cabling.ports import natural_key
 
 _TAIL = re.compile(r"^(.*?)(\d+)$")
 
@@ -49,7 +50,7 @@ def hostlist_compress(names: list[str]) -> str:
             if n is not None:
                 start = prev = n
         parts.append(f"{prefix}[{','.join(ranges)}]")
-    return ",".join(sorted(plain) + sorted(parts, key=_natural))
+    return ",".join(sorted(plain) + sorted(parts, key=natural_key))
 
 
 def hostlist_expand(text: str) -> list[str]:
@@ -86,10 +87,6 @@ def _split_top(text: str) -> list[str]:
     if depth:
         raise ValueError(f"bad hostlist {text!r}: unbalanced brackets")
     return [*items, cur] if cur or items else []
-
-
-def _natural(text: str) -> tuple[object, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
 
 
 def switch_tiers(manifest: Manifest) -> dict[str, int]:
@@ -139,20 +136,20 @@ def slurm_topology(manifest: Manifest) -> str:
         members[frozenset(hosts_of[leaf])].append(leaf)
     lines = ["# Slurm topology.conf written by 'provision cabling slurm-topology'", "# TopologyPlugin=topology/tree"]
     used: set[str] = set()
-    for hosts, leaves in sorted(members.items(), key=lambda kv: _natural(min(kv[1]))):
+    for hosts, leaves in sorted(members.items(), key=lambda kv: natural_key(min(kv[1]))):
         groups = {devices[k].group for k in leaves}
         if len(leaves) == 1:
             unit = devices[leaves[0]].name
         elif len(groups) == 1 and None not in groups and str(next(iter(groups))) not in used:
             unit = str(groups.pop())
         else:
-            unit = "+".join(sorted((devices[k].name for k in leaves), key=_natural))
+            unit = "+".join(sorted((devices[k].name for k in leaves), key=natural_key))
         used.add(unit)
         for k in leaves:
             unit_of[k] = unit
         lines.append(f"SwitchName={unit} Nodes={hostlist_compress(sorted(hosts))}")
-    for sw in sorted((k for k, t in tiers.items() if t > 1), key=lambda k: (tiers[k], _natural(k))):
-        children = sorted({unit_of.get(c, devices[c].name) for c in below[sw]}, key=_natural)
+    for sw in sorted((k for k, t in tiers.items() if t > 1), key=lambda k: (tiers[k], natural_key(k))):
+        children = sorted({unit_of.get(c, devices[c].name) for c in below[sw]}, key=natural_key)
         if children:
             lines.append(f"SwitchName={devices[sw].name} Switches={','.join(children)}")
     return "\n".join(lines) + "\n"

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from cabling.findings import Finding, Report
 from cabling.model import Manifest
-
-
-def _natural(text: str) -> tuple[object, ...]:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+from cabling.ports import natural_key
 
 
 def _work_device(f: Finding, manifest: Manifest) -> str | None:
@@ -37,8 +33,8 @@ def render_worklist(report: Report, manifest: Manifest) -> str:
         rack = d.location.rack if d is not None and d.location and d.location.rack else "no rack"
         by_rack[rack or "no rack"].append((dev or "", f))
     lines = [f"Work list: {report.title}", f"{len(report.findings)} task(s) in {len(by_rack)} rack(s)", ""]
-    for rack in sorted(by_rack, key=lambda r: (r == "no rack", _natural(r))):
-        tasks = sorted(by_rack[rack], key=lambda t: (_natural(t[0]), t[1].kind))
+    for rack in sorted(by_rack, key=lambda r: (r == "no rack", natural_key(r))):
+        tasks = sorted(by_rack[rack], key=lambda t: (natural_key(t[0]), t[1].kind))
         lines.append(f"rack {rack} ({len(tasks)})")
         for dev, f in tasks:
             lines.append(f"  [ ] {dev or '-'}: {f.fix or f.message}")
