@@ -12,6 +12,7 @@ from cabling.ports import director_port
 
 # Vendor default node descriptions carry no host name: the node needs a GUID map.
 _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IGNORECASE)
+_AGGREGATION = "Aggregation Node"
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 
@@ -164,6 +165,10 @@ def resolve(
     out = ResolvedFabric(names=names, source=fab.source)
     for lk in fab.links:
         na, nb = names[lk.a_guid], names[lk.b_guid]
+        if _AGGREGATION in fab.nodes[lk.a_guid].desc or _AGGREGATION in fab.nodes[lk.b_guid].desc:
+            # SHARP aggregation nodes live inside Quantum switches: their "links" are not cables.
+            out.internal_links += 1
+            continue
         if (na.port_prefix or nb.port_prefix) and na.device == nb.device and na.kind == nb.kind == "switch":
             out.internal_links += 1
             continue

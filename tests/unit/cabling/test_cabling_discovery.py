@@ -250,3 +250,13 @@ def test_port_refs_compare_with_endpoints():
     ref = PortRef("R03-L1", "17")
     assert ref == Endpoint(device="r03-l1", port="17") and hash(ref) == hash(PortRef("r03-l1", "17"))
     assert repr(ref) == "PortRef('R03-L1', '17')" and ref != "r03-l1:17"
+
+
+def test_sharp_aggregation_nodes_are_not_cables():
+    text = (
+        'Switch\t65 "S-0002c90300000a01"\t\t# "MF0;r01-l1:MQM9700/U1" enhanced port 0 lid 1 lmc 0\n'
+        '[1]\t"H-946dae0300000101"[1](946dae0300000101)\t\t# "gpu01 mlx5_0" lid 11 4xNDR\n'
+        '[65]\t"H-0002c90300000a09"[1](2c90300000a09)\t\t# "Mellanox Technologies Aggregation Node" '
+        "lid 90 4xNDR\n")
+    res = resolve(parse_ibnetdiscover(text, "x"))
+    assert [str(rl.b) for rl in res.links] == ["gpu01:mlx5_0"] and res.internal_links == 1
