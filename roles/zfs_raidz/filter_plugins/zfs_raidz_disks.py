@@ -134,7 +134,7 @@ def zpool_create_argv(
     """The ``zpool create`` command line: ashift, root dataset properties, no mountpoint."""
     argv = ["zpool", "create"] + (["-f"] if force else []) + ["-o", f"ashift={int(ashift)}"]
     for key, value in (properties or {}).items():
-        argv += ["-O", f"{key}={value}"]
+        argv += ["-O", f"{key}={_zfs_value(value)}"]
     # The pool root is not mounted: only the datasets below it are.
     argv += ["-m", "none", pool, level]
     return argv + [f"/dev/disk/by-id/{name}" for name in by_ids]
