@@ -251,7 +251,13 @@ class RedfishBMC:
                 hint="choose another boot target, or switch the host to UEFI mode for UefiHttp",
             )
         self.prepare_boot(target)
-        enabled = self.override_enabled(persistent)
+        body = self.boot_override(target, self.override_enabled(persistent), boot)
+        self.client.patch(self.system_path(), {"Boot": body}, etag=system.get("@odata.etag"))
+        self.verify_boot(body)
+
+    def boot_override(self, target: BootTarget, enabled: str, boot: dict[str, Any]
+                      ) -> dict[str, Any]:
+        """The ``Boot`` properties to PATCH (vendors may aim at one port, HPE does)."""
         body: dict[str, Any] = {
             "BootSourceOverrideTarget": target.value,
             "BootSourceOverrideEnabled": enabled,
@@ -259,24 +265,21 @@ class RedfishBMC:
         mode = self.boot_mode_for(target, boot.get("BootSourceOverrideMode"))
         if mode:
             body["BootSourceOverrideMode"] = mode
-        self.client.patch(self.system_path(), {"Boot": body}, etag=system.get("@odata.etag"))
-        self.verify_boot(target, enabled, mode)
+        return body
 
-    def verify_boot(self, target: BootTarget, enabled: str, mode: str | None) -> None:
+    def verify_boot(self, body: dict[str, Any]) -> None:
         """Read the override back; a 2xx proves nothing on many BMCs."""
         boot = self.system(refresh=True).get("Boot") or {}
-        got_target = boot.get("BootSourceOverrideTarget")
-        got_enabled = boot.get("BootSourceOverrideEnabled")
         problems = []
-        if got_target != target.value:
-            problems.append(f"BootSourceOverrideTarget is {got_target!r}, not {target.value!r}")
-        if enabled == "Once" and got_enabled == "Continuous":
-            # Stronger than asked (sushy-emulator, some BMCs): boots the target every time.
-            self.warnings.append("BMC made the one-time boot override persistent")
-        elif got_enabled != enabled:
-            problems.append(f"BootSourceOverrideEnabled is {got_enabled!r}, not {enabled!r}")
-        if mode and boot.get("BootSourceOverrideMode") not in (None, mode):
-            problems.append(f"BootSourceOverrideMode is {boot.get('BootSourceOverrideMode')!r}")
+        for key, wanted in body.items():
+            got = boot.get(key)
+            if key == "BootSourceOverrideEnabled" and wanted == "Once" and got == "Continuous":
+                # Stronger than asked (sushy-emulator, some BMCs): boots the target every time.
+                self.warnings.append("BMC made the one-time boot override persistent")
+            elif key == "BootSourceOverrideMode" and got is None:
+                continue  # some BMCs do not report the mode at all
+            elif got != wanted:
+                problems.append(f"{key} is {got!r}, not {wanted!r}")
         if problems:
             raise BMCVerifyFailed(
                 "boot override did not take effect: " + "; ".join(problems),

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget
-from provisioner.bmc.redfish_bmc import RedfishBMC
-from provisioner.redfish.errors import BMCUnsupported
+from provisioner.bmc.nic_select import ProvisioningNicError
+from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
+from provisioner.redfish.errors import BMCUnsupported, RedfishError
+
+# UEFI device path endings of a port's PXE (IPv4) and HTTP boot (IPv4 + URI) entries.
+PATH_SUFFIX = {BootTarget.PXE: "/IPv4(0.0.0.0)", BootTarget.HTTP: "/IPv4(0.0.0.0)/Uri()"}
 
 
 class HpeBMC(RedfishBMC):
@@ -15,6 +20,10 @@ class HpeBMC(RedfishBMC):
     Sending BootSourceOverrideMode is refused there, so it is never sent; UEFI HTTP boot on a
     Legacy-mode host fails early with a clear message instead. PATCHes carry the ETag (If-Match)
     iLO hands out, which the generic code already does.
+
+    A plain Pxe override lets the UEFI boot order pick any PXE-capable port; iLO lists each
+    port's entries in ``UefiTargetBootSourceOverride@Redfish.AllowableValues`` (device paths
+    with the MAC), so a network boot is aimed at the provisioning port with ``UefiTarget``.
     """
 
     vendor: ClassVar[str] = "hpe"
@@ -28,3 +37,36 @@ class HpeBMC(RedfishBMC):
                 hint="set the BIOS BootMode to Uefi (iLO: System Configuration > Boot Options)",
             )
         return None
+
+    def boot_override(self, target: BootTarget, enabled: str, boot: dict[str, Any]
+                      ) -> dict[str, Any]:
+        path = self._port_device_path(target, boot)
+        if path is None:
+            return super().boot_override(target, enabled, boot)
+        return {
+            "BootSourceOverrideTarget": "UefiTarget",
+            "UefiTargetBootSourceOverride": path,
+            "BootSourceOverrideEnabled": enabled,
+        }
+
+    def _port_device_path(self, target: BootTarget, boot: dict[str, Any]) -> str | None:
+        if target not in NETWORK_TARGETS:
+            return None
+        paths = rp.allowable_values(boot, "UefiTargetBootSourceOverride") or []
+        targets = rp.allowable_values(boot, "BootSourceOverrideTarget") or []
+        if not paths or "UefiTarget" not in targets:
+            return None
+        try:
+            mac = self.provisioning_port().mac.replace(":", "").upper()
+        except (ProvisioningNicError, RedfishError) as exc:
+            self.warnings.append(f"network boot not aimed at a port: {exc}")
+            return None
+        matches = [p for p in paths if f"MAC({mac}," in p.upper() and p.endswith(
+            PATH_SUFFIX[target])]
+        if len(matches) != 1:
+            self.warnings.append(
+                f"{len(matches)} UEFI boot entries for {target.value} on the provisioning "
+                "port: left to the boot order"
+            )
+            return None
+        return matches[0]

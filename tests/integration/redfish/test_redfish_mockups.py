@@ -176,3 +176,50 @@ def test_clock_set_but_not_applied_is_caught(mockup):
             bmc.set_clock()
     finally:
         bmc.close()
+
+
+@pytest.fixture(scope="module")
+def hpe(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The iLO 5 mockup and sushy-static's log of what it was sent."""
+    log_dir = tmp_path_factory.mktemp("hpe-only")
+    for url in _serve("hpe", log_dir):
+        yield url, log_dir / f"static-{url.rsplit(':', 1)[1]}.log"
+
+
+def test_hpe_network_boot_is_aimed_at_the_provisioning_port(hpe):
+    url, log = hpe
+    bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="b8:3f:d2"))
+    try:
+        with pytest.raises(BMCVerifyFailed, match="not 'UefiTarget'"):
+            bmc.set_boot(BootTarget.PXE)
+    finally:
+        bmc.close()
+    sent = log.read_text()
+    assert ('"UefiTargetBootSourceOverride": "PciRoot(0x7)/Pci(0x1,0x1)/Pci(0x0,0x0)/'
+            'MAC(B83FD2D7F74A,0x1)/IPv4(0.0.0.0)"') in sent
+    assert "BootSourceOverrideMode" not in sent  # iLO takes the mode from the BIOS
+
+
+def test_hpe_without_a_nic_rule_falls_back_to_plain_pxe(hpe):
+    url, log = hpe
+    before = len(log.read_text())
+    bmc = open_mockup(url)
+    try:
+        with pytest.raises(BMCVerifyFailed, match="not 'Pxe'"):
+            bmc.set_boot(BootTarget.PXE)
+        assert "network boot not aimed at a port" in bmc.warnings[0]
+    finally:
+        bmc.close()
+    assert '"BootSourceOverrideTarget": "Pxe"' in log.read_text()[before:]
+
+
+def test_hpe_port_without_uefi_boot_entries_is_left_to_the_boot_order(hpe):
+    url, _log = hpe
+    bmc = open_mockup(url, nic_rule=NicRule(port_id="3"))  # 50:7c:6f:11:f2:a8: no entries
+    try:
+        with pytest.raises(BMCVerifyFailed, match="not 'UefiHttp'"):
+            bmc.set_boot(BootTarget.HTTP)
+        assert bmc.warnings == [
+            "0 UEFI boot entries for UefiHttp on the provisioning port: left to the boot order"]
+    finally:
+        bmc.close()
