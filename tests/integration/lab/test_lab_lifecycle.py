@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from lab_slots import free_slot
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
@@ -26,8 +27,7 @@ from provisioner.state import StateStore
 
 pytestmark = pytest.mark.lab
 
-NETNS = "plabit"
-SLOT = "11"
+NETNS = f"plabit{os.getpid() % 1000:03d}"  # unique per run: labs of others may be up
 runner = CliRunner()
 
 
@@ -48,7 +48,7 @@ def lab(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     inventory = tmp_path_factory.mktemp("lab-inventory")
     mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
-    mp.setenv("PROVISIONER_LAB_SLOT", SLOT)
+    mp.setenv("PROVISIONER_LAB_SLOT", str(free_slot(NETNS)))
     mp.setenv("PROVISIONER_INVENTORY", str(inventory))
     mp.delenv("PROVISIONER_LAB_STATE_DIR", raising=False)
     mp.setenv("PROVISIONER_STATE_DIR", str(tmp_path_factory.mktemp("lab-node-state")))
@@ -98,9 +98,10 @@ def test_generated_site_loads_with_both_hosts(lab):
     site = load_site("lab")
     assert site.path == lab.site_path
     assert [h.name for h in site.hosts] == ["lab-host01", "lab-host02"]
+    net = 16 * lab.slot
     assert [h.bmc.url for h in site.hosts] == [
-        "https://198.19.176.11:443",
-        "https://198.19.176.12:443",
+        f"https://198.19.{net}.11:443",
+        f"https://198.19.{net}.12:443",
     ]
 
 
@@ -144,7 +145,7 @@ def test_a_second_lab_on_the_same_addresses_is_refused(lab, monkeypatch):
     monkeypatch.setenv("PROVISIONER_LAB_STATE_DIR", f"{lab.state_dir}-clash")
     res = runner.invoke(app, ["lab", "up", "--hosts", "1"])
     assert res.exit_code == 5
-    assert "already routed via plabit-h" in res.output
+    assert f"already routed via {NETNS}-h" in res.output
     assert not netns_exists("plabclash")
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0 and "nothing to remove" in res.output
@@ -171,8 +172,8 @@ def test_up_twice_keeps_everything_and_duplicates_nothing(lab):
     ).stdout.split()
     assert sorted(after) == sorted(domains)
     assert sorted(d for d in after if d.startswith(f"{NETNS}-")) == [
-        "plabit-host01",
-        "plabit-host02",
+        f"{NETNS}-host01",
+        f"{NETNS}-host02",
     ]
 
 
@@ -300,7 +301,7 @@ def test_down_after_a_crash_leaves_nothing(lab):
                 "--port=0",
                 "--interface=provbr0",
                 "--bind-interfaces",
-                "--dhcp-range=198.18.176.100,198.18.176.110",
+                f"--dhcp-range=198.18.{16 * lab.slot}.100,198.18.{16 * lab.slot}.110",
                 f"--pid-file={lab.state_dir}/stray.pid",
                 "--leasefile-ro",
             ],

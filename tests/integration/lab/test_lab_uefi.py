@@ -8,6 +8,7 @@ import time
 
 import pytest
 import requests
+from lab_slots import free_slot
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
@@ -18,7 +19,7 @@ from provisioner.lab.netns import in_netns, netns_exists
 
 pytestmark = pytest.mark.lab
 
-NETNS = "plabue"
+NETNS = f"plabue{os.getpid() % 1000:03d}"
 runner = CliRunner()
 
 
@@ -31,7 +32,7 @@ def uefi_lab(tmp_path_factory):
         pytest.skip("lab prerequisites missing: " + ", ".join(missing))
     mp = pytest.MonkeyPatch()
     mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
-    mp.setenv("PROVISIONER_LAB_SLOT", "12")
+    mp.setenv("PROVISIONER_LAB_SLOT", str(free_slot(NETNS)))
     mp.setenv("PROVISIONER_INVENTORY", str(tmp_path_factory.mktemp("uefi-inventory")))
     mp.delenv("PROVISIONER_LAB_STATE_DIR", raising=False)
     runner.invoke(app, ["lab", "down"])
