@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cabling.discovery.model import DiscoveredFabric, DLink, DNode
+from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
 
 
@@ -44,19 +44,48 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
     fab = DiscoveredFabric(source=source)
     hid = f"lldp:{host.casefold()}"
     fab.nodes[hid] = DNode(guid=hid, kind="ca", desc=host, name=host)
+    any_switch = False
     for ifname, entry in _interfaces(lldp.get("interface"), source):
         chassis_name, chassis_desc = _chassis(entry.get("chassis"), source, ifname)
+        caps = _capabilities(entry.get("chassis"))
+        # No capability TLV: assume the usual case, a host's file whose neighbours are switches.
+        kind: NodeKind = "ca" if caps is not None and not caps & {"Bridge", "Router"} else "switch"
+        any_switch = any_switch or kind == "switch"
         port = entry.get("port") or {}
         if isinstance(port, list):
             port = port[0] if port else {}
         pid = _value(port.get("id")) if isinstance(port, dict) else ""
+        if isinstance(port, dict) and _id_type(port.get("id")) == "mac" and _value(port.get("descr")):
+            pid = _value(port.get("descr"))  # hosts often send their MAC as port id and ifname as description
         if not chassis_name or not pid:
             raise CablingInputError(f"neighbour on {ifname} has no chassis name or port id", file=source)
         sid = f"lldp:{chassis_name.casefold()}"
-        fab.nodes.setdefault(sid, DNode(guid=sid, kind="switch", desc=chassis_desc or chassis_name,
+        fab.nodes.setdefault(sid, DNode(guid=sid, kind=kind, desc=chassis_desc or chassis_name,
                                         name=chassis_name))
         fab.links.append(DLink(hid, ifname, sid, pid))
+    if fab.links and not any_switch:
+        # Collected on a switch: its neighbours are hosts, so the local device is the switch.
+        fab.nodes[hid].kind = "switch"
     return fab
+
+
+def _capabilities(chassis: Any) -> set[str] | None:
+    """Enabled capabilities a neighbour advertises (Bridge, Router, Station...), None if it sends none."""
+    found: set[str] | None = None
+    bodies = chassis if isinstance(chassis, list) else [chassis]
+    for body in bodies:
+        if not isinstance(body, dict):
+            continue
+        inner = [body] if "id" in body or "name" in body else [v for v in body.values() if isinstance(v, dict)]
+        for b in inner:
+            caps = b.get("capability")
+            if caps is None:
+                continue
+            found = found or set()
+            for cap in caps if isinstance(caps, list) else [caps]:
+                if isinstance(cap, dict) and cap.get("enabled"):
+                    found.add(str(cap.get("type")))
+    return found
 
 
 def _interfaces(obj: Any, source: str) -> list[tuple[str, dict[str, Any]]]:
@@ -88,6 +117,12 @@ def _chassis(obj: Any, source: str, ifname: str) -> tuple[str, str]:
         descr = body.get("descr", "") if isinstance(body, dict) else ""
         return name, descr if isinstance(descr, str) else ""
     return "", ""
+
+
+def _id_type(obj: Any) -> str:
+    if isinstance(obj, list):
+        obj = obj[0] if obj else None
+    return str(obj.get("type", "")) if isinstance(obj, dict) else ""
 
 
 def _value(obj: Any) -> str:

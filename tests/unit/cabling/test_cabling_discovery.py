@@ -180,6 +180,14 @@ def test_lldp_dir_both_json_formats(fixtures):
                    ("gpu002", "eth2", "leaf01", "swp3"), ("gpu002", "eth3", "leaf02", "swp2")]
 
 
+def test_lldp_collected_on_a_switch(fixtures):
+    fab = load_lldp_dir(fixtures / "lldp-switch")
+    kinds = {n.name: n.kind for n in fab.nodes.values()}
+    assert kinds == {"leaf01": "switch", "gpu001": "ca", "gpu002": "ca"}
+    # A host that sends its MAC as port id names the interface in the port description.
+    assert sorted((lk.a_port, lk.b_port) for lk in fab.links) == [("swp1", "eth2"), ("swp3", "eth2")]
+
+
 def test_lldp_errors(tmp_path):
     with pytest.raises(CablingInputError, match=r"h.json:1: not JSON"):
         parse_lldp("{", "h", "h.json")
