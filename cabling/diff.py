@@ -124,7 +124,7 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
         else:
             findings.append(Finding(
                 kind="missing", severity="error",
-                message=f"no link between {lk.a} and {lk.b}{label}",
+                message=f"no link between {lk.a} and {lk.b}{label}: not cabled, or the cable or a port is dead",
                 fix=f"connect {_fmt(lk.a)} to {_fmt(lk.b)}{label}",
                 where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)],
             ))
