@@ -37,6 +37,8 @@ def render_worklist(report: Report, manifest: Manifest) -> str:
         tasks = sorted(by_rack[rack], key=lambda t: (natural_key(t[0]), t[1].kind))
         lines.append(f"rack {rack} ({len(tasks)})")
         for dev, f in tasks:
-            lines.append(f"  [ ] {dev or '-'}: {f.fix or f.message}")
+            d = devices.get(dev.casefold()) if dev else None
+            u = f" (U{d.location.u})" if d is not None and d.location and d.location.u else ""
+            lines.append(f"  [ ] {dev or '-'}{u}: {f.fix or f.message}")
         lines.append("")
     return "\n".join(lines)

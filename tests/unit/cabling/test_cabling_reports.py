@@ -109,9 +109,9 @@ def test_worklist_groups_fixes_by_rack(fixtures):
     lines = text.splitlines()
     assert lines[1] == "6 task(s) in 2 rack(s)"
     r01 = lines.index("rack r01 (5)")
-    assert lines[r01 + 1].startswith("  [ ] l0: ")
-    assert "  [ ] l1: swap the cables in l1 ports 3 and 4" in text[text.index("rack r01"):]
+    assert lines[r01 + 1].startswith("  [ ] l0 (U40): ")
+    assert "  [ ] l1 (U38): swap the cables in l1 ports 3 and 4" in text[text.index("rack r01"):]
     assert lines.index("rack r02 (1)") > r01  # racks in order
-    assert "  [ ] s2: connect s2 port 3 to s1 port 4" in lines
+    assert "  [ ] s2 (U38): connect s2 port 3 to s1 port 4" in lines
     lint_text = render_worklist(lint(m), m)
     assert "0 task(s) in 0 rack(s)" in lint_text
