@@ -83,11 +83,21 @@ def power_operation(action: PowerAction | None, *, wait_s: float = 0.0) -> Opera
     return op
 
 
-def boot_operation(target: BootTarget, *, persistent: bool) -> Operation:
-    """An operation that sets (and verifies) a boot override."""
+def boot_operation(
+    target: BootTarget, *, persistent: bool, image: str | None = None, eject: bool = False
+) -> Operation:
+    """An operation that sets (and verifies) a boot override; for CD, inserts ``image`` first
+    (or with ``eject``, ejects whatever virtual media is inserted before a non-CD boot)."""
 
     def op(bmc: RedfishBMC) -> str:
+        extra = ""
+        if image:
+            bmc.insert_media(image)
+            extra = f", {image} inserted"
+        elif eject:
+            bmc.eject_media()
+            extra = ", media ejected"
         bmc.set_boot(target, persistent=persistent)
-        return f"{target.value} ({'persistent' if persistent else 'once'})"
+        return f"{target.value} ({'persistent' if persistent else 'once'}{extra})"
 
     return op

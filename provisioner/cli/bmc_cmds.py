@@ -245,19 +245,29 @@ def boot(
     rack: str | None = typer.Option(None, "--rack", "-r", help="Every host of this rack."),
     persistent: bool = typer.Option(False, "--persistent", help="Keep the override for "
                                     "every boot (default: next boot only)."),
+    image: str | None = typer.Option(None, "--image", help="With cd: insert this ISO URL as "
+                                     "virtual media first (the BMC downloads it)."),
+    eject: bool = typer.Option(False, "--eject", help="Eject virtual media first (e.g. with "
+                               "disk, after installing from an ISO)."),
     site: str | None = SiteOption,
     as_json: bool = JsonOption,
     parallel: int | None = ParallelOption,
     force: bool = ForceOption,
 ) -> None:
     """Set (and verify) the boot device of the next boot, or of every boot with --persistent."""
+    if image and target != BootCommand.cd:
+        raise InputError("--image goes with `boot cd`",
+                         hint="e.g. provision boot cd HOST --image http://198.18.254.1/boot.iso")
+    if image and eject:
+        raise InputError("--image and --eject contradict each other", hint="give one of them")
     s = load_site(site_name(site))
     selected = _select(s, hosts, rack, required=True)
     store = StateStore.for_site(s)
     with store.orchestrator_lock(f"boot {target.value}"):
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(
-            s, selected, boot_operation(BOOT_TARGETS[target], persistent=persistent),
+            s, selected,
+            boot_operation(BOOT_TARGETS[target], persistent=persistent, image=image, eject=eject),
             max_parallel=parallel,
         )
         for res in results:

@@ -6,8 +6,11 @@ faults, a socket that never answers, a certificate from the wrong CA and a wrong
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -230,3 +233,34 @@ def test_power_needs_hosts(env: Path):
     code, _out, err = run("power", "on", "--site", str(env))
     assert code == 2
     assert "name the hosts" in err
+
+
+@pytest.fixture(scope="module")
+def iso_url(tmp_path_factory) -> Iterator[str]:
+    """A tiny ISO on a local HTTP server, downloaded by the emulated BMC like a real one."""
+    www = tmp_path_factory.mktemp("www")
+    (www / "installer.iso").write_bytes(b"\0" * 2048)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/installer.iso"
+    server.shutdown()
+
+
+def test_boot_from_an_iso_then_eject(env: Path, iso_url: str):
+    code, out, err = run("boot", "cd", "t1-u03", "--image", iso_url, "--site", str(env),
+                         "--json")
+    assert code == 0, out + err
+    assert json.loads(out)[0]["detail"] == f"Cd (once, {iso_url} inserted)"
+    code, out, err = run("boot", "disk", "t1-u03", "--eject", "--persistent", "--site",
+                         str(env), "--json")
+    assert code == 0, out + err
+    assert json.loads(out)[0]["detail"] == "Hdd (persistent, media ejected)"
+
+
+def test_boot_option_mistakes_are_input_errors(env: Path, iso_url: str):
+    code, _out, err = run("boot", "pxe", "t1-u01", "--image", iso_url, "--site", str(env))
+    assert code == 2 and "--image goes with `boot cd`" in err
+    code, _out, err = run("boot", "cd", "t1-u01", "--image", iso_url, "--eject",
+                          "--site", str(env))
+    assert code == 2 and "contradict" in err
