@@ -218,13 +218,22 @@ def validate_cmd(
     fmt: Format = FormatOpt,
     output: Path | None = OutputOpt,
     svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric with faults (.svg or .html)"),
+    warn_only: list[str] = typer.Option([], "--warn-only",
+                                        help="report this kind as a warning, not a CI failure (repeatable)"),
     limit: int = LimitOpt,
 ) -> None:
     """Compare the built fabric with the plan: what to move, swap, connect, unplug or replace."""
+    unknown = set(warn_only) - set(VALIDATE_KINDS)
+    if unknown:
+        raise CablingInputError(f"unknown finding kind(s) {', '.join(sorted(unknown))} for --warn-only",
+                                hint=f"kinds: {', '.join(VALIDATE_KINDS)}")
     m = open_manifest(manifest)
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
     report = run_validate(m, resolve(fab, m, names))
+    for f in report.findings:
+        if f.kind in warn_only:
+            f.severity = "warning"  # e.g. degraded links during a staged bring-up
     _emit(report, fmt, output, list(VALIDATE_KINDS), limit, m)
     _picture(svg, m, report)
     _finish(report, False)

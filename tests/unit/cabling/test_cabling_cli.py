@@ -99,6 +99,12 @@ def test_validate_sources_and_errors(tmp_path, fixtures, small):
     assert r.exit_code == 3 and "fix: reseat or replace the cable between h4 mlx5_1 and l1 port 4" in r.stdout
     r = run("validate", "-m", small)
     assert r.exit_code == 2 and "no discovery source given" in r.output
+    warn = ["--warn-only", "swapped", "--warn-only", "down", "--warn-only", "degraded_width",
+            "--warn-only", "degraded_speed"]
+    r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), *warn)
+    assert r.exit_code == 0 and "0 error(s), 5 warning(s)" in r.output
+    r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"), "--warn-only", "x")
+    assert r.exit_code == 2 and "unknown finding kind(s) x" in r.output
     r = run("validate", "-m", small, "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo"),
             "--ibstat", str(tmp_path / "none"))
     assert r.exit_code == 2 and "ibstat folder not found" in r.output
