@@ -131,6 +131,10 @@ def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
     if len(comps) <= 1:
         return []
     names = [_describe_island(ctx, c) for c in comps]
+    seen: Counter[str] = Counter(label for label, _ in names)
+    for k, (label, desc) in enumerate(names):
+        if seen[label] > 1:  # one rail split in two: number the pieces
+            names[k] = (f"{label} #{sum(1 for lb, _ in names[:k] if lb.startswith(label)) + 1}", desc)
     out = []
     for k, comp in enumerate(comps):
         other = comps[0] if k else comps[1]
@@ -193,8 +197,9 @@ def _wrong_rail(ctx: LintContext, rule: Rule) -> list[Finding]:
             hca = hca_of(hep.port)
             if hca in host.hcas and host.hcas.index(hca) != sw.rail:
                 right = host.hcas[sw.rail] if sw.rail < len(host.hcas) else None
-                fix = (f"cable {host.name} {host.hcas.index(hca)}-rail HCA {hca} to the rail-"
-                       f"{host.hcas.index(hca)} leaf" + (f", and {right} to {sw.name}" if right else ""))
+                k = host.hcas.index(hca)
+                fix = (f"cable {host.name} {hca} (rail {k}) to a rail-{k} leaf"
+                       + (f", and {host.name} {right} (rail {sw.rail}) to {sw.name}" if right else ""))
                 out.append(rule.finding(
                     f"{hep} (rail {host.hcas.index(hca)}) goes to {sw.name}, a rail-{sw.rail} leaf", fix,
                     ctx.manifest.where_link(i), [str(hep)]))

@@ -122,6 +122,22 @@ def test_uneven_uplinks_are_flagged(small_data):
     assert "asymmetric-spine: l0 has 3 links to s1 but 1 to s2" in msgs
 
 
+def test_wrong_rail_fix_names_both_hcas(small_data):
+    _rail(small_data)
+    fixes = [f.fix for f in lint(parse_manifest(yaml.safe_dump(small_data))).findings if f.kind == "CAB007"]
+    assert "cable h1 mlx5_0 (rail 0) to a rail-0 leaf, and h1 mlx5_1 (rail 1) to l1" in fixes
+
+
+def test_a_rail_split_in_two_numbers_its_pieces(small_data):
+    # l1 loses its uplinks and its hosts are split over a second rail-1 leaf: two "rail 1" islands.
+    small_data["devices"].append({"name": "l2", "kind": "switch", "role": "leaf", "rail": 1, "ports": 8})
+    small_data["links"] = [lk for lk in small_data["links"] if not lk["a"].startswith("l1:")]
+    _link(small_data, "h4:mlx5_1", "l2:1")
+    islands = [f.data["island"] for f in lint(parse_manifest(yaml.safe_dump(small_data))).findings
+               if f.kind == "CAB006"]
+    assert sorted(islands) == ["rail 0", "rail 1 #1", "rail 1 #2"]
+
+
 def test_skip_and_unknown_rule(small_data):
     _reused(small_data)
     m = parse_manifest(yaml.safe_dump(small_data))
