@@ -45,7 +45,8 @@ class DellBMC(RedfishBMC):
 
     Before a network boot the attributes are set for the provisioning port, a BIOS
     configuration job is created (or an already scheduled one reused), the host is rebooted to
-    run it, the job is polled and the attributes are read back.
+    run it, the job is polled, the attributes are read back and the host is left off, so the
+    override is used by the caller's next power on rather than by the boot after the job.
     """
 
     vendor: ClassVar[str] = "dell"
@@ -88,6 +89,8 @@ class DellBMC(RedfishBMC):
         ) or bios_link.rstrip("/") + "/Settings"
         job = self._apply_bios(settings, diff)
         # The job runs during POST: power on, or restart a running host.
+        self.warnings.append(
+            f"rebooted to apply BIOS network-boot settings {diff} (once; later boots skip it)")
         if self.power_state() in (PowerState.OFF, PowerState.POWERING_OFF):
             self.power(PowerAction.ON)
         else:
@@ -105,6 +108,10 @@ class DellBMC(RedfishBMC):
                 hint="look at the iDRAC job queue (Maintenance > Job Queue) for a failed "
                 "BIOS job, clear it, and retry",
             )
+        # The host goes on booting after the job; an override set now could be used up by
+        # that boot. Leave it off: the caller's power on/cycle then boots the override.
+        self.power(PowerAction.OFF)
+        self.wait_power(PowerState.OFF, self.graceful_timeout_s)
 
     # -- job queue ----------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
-from provisioner.redfish.errors import BMCJobFailed, BMCStateTimeout
+from provisioner.redfish.errors import BMCJobFailed, BMCStateTimeout, BMCVerifyFailed
 from provisioner.secrets import Secret
 from tests.conftest import corpus_path
 from tests.fixtures.redfish.peers import sushy_static
@@ -111,3 +111,24 @@ def test_http_boot_names_the_port_in_httpdev1(idrac):
         bmc.close()
     sent = log.read_text()[before:]
     assert '{"Attributes": {"HttpDev1Interface": "NIC.Embedded.1-1-1"}' in sent
+
+
+def test_port_already_enabled_means_no_bios_job_and_no_reboot(tmp_path):
+    src = corpus_path("redfish", "dell-idrac9-poweredge-r750-ib-libredfish", "mockup",
+                      "redfish", "v1")
+    mockup = tmp_path / "v1"
+    shutil.copytree(src, mockup)
+    bios = mockup / "Systems" / "System.Embedded.1" / "Bios" / "index.json"
+    doc = json.loads(bios.read_text())
+    doc["Attributes"]["PxeDev1EnDis"] = "Enabled"
+    bios.write_text(json.dumps(doc))
+    with sushy_static(mockup, tmp_path) as url:
+        bmc = _open(url)
+        try:
+            with pytest.raises(BMCVerifyFailed, match="BootSourceOverrideTarget"):
+                bmc.set_boot(BootTarget.PXE)  # the static mockup never applies the override
+        finally:
+            bmc.close()
+        sent = (tmp_path / f"static-{url.rsplit(':', 1)[1]}.log").read_text()
+    assert "Attributes" not in sent and "ResetType" not in sent
+    assert '"BootSourceOverrideTarget": "Pxe"' in sent
