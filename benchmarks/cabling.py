@@ -28,6 +28,7 @@ from cabling.resolve import resolve
 from cabling.rules import lint
 from cabling.simulate import (
     FAULT_KINDS,
+    build_clean,
     inject_faults,
     render_iblinkinfo_down,
     render_ibnetdiscover,
@@ -61,6 +62,9 @@ def main() -> int:
     _, c_json, _ = _best(lambda: Manifest.model_validate_json(js), args.repeat)
     n_links = len(manifest.links)
     t_lint, c_lint, lint_report = _best(lambda: lint(manifest), args.repeat)
+    clean = build_clean(manifest)
+    clean_report = validate(manifest, resolve(parse_ibnetdiscover(render_ibnetdiscover(manifest, clean), "clean"),
+                                              manifest))
     sim = inject_faults(manifest, args.faults_per_kind, seed=2026)
     ibnet = render_ibnetdiscover(manifest, sim)
     down = render_iblinkinfo_down(manifest, sim)
@@ -84,16 +88,18 @@ def main() -> int:
     print(f"validate (parse ibnetdiscover {len(ibnet) // 1024} KiB + iblinkinfo, name, diff): "
           f"{t_validate:.3f} s wall, {c_validate:.3f} s CPU, {n_links / c_validate:,.0f} links/s")
     print("findings: " + ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items())))
+    print(f"clean fabric: {len(clean_report.findings)} findings")
     for p in problems:
         print(f"PROBLEM: {p}")
     print(
         f"RESULT links={n_links} faults={len(sim.faults)} findings={len(report.findings)} "
+        f"clean_fabric_findings={len(clean_report.findings)} "
         f"all_found={'yes' if not problems else 'no'} false_alarms={0 if not problems else 'see-above'} "
         f"lint_s={t_lint:.3f} lint_cpu_s={c_lint:.3f} validate_s={t_validate:.3f} validate_cpu_s={c_validate:.3f} "
         f"manifest_load_s={t_load:.3f} manifest_load_cpu_s={c_load:.3f} json_manifest_load_cpu_s={c_json:.3f} "
         f"lint_links_per_s={n_links / c_lint:.0f} validate_links_per_s={n_links / c_validate:.0f}"
     )
-    return 1 if problems or lint_report.findings else 0
+    return 1 if problems or lint_report.findings or clean_report.findings else 0
 
 
 if __name__ == "__main__":
