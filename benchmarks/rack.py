@@ -1,0 +1,333 @@
+"""How long `provision rack` takes: a simulated 512-host rack, and optionally the virtual lab.
+
+Simulated rack: the real RackRunner (configure and SSH off) deploys N hosts whose BMCs are
+emulated (sushy-emulator, fake driver, one System per host, behind a TLS proxy on 127.100.x.y
+that delays every answer). Discovery, the one-time PXE override, the power cycles and the
+boot-from-disk override are real Redfish requests; only the image transfer is simulated, over
+an uplink shared fairly by the hosts streaming at once (benchmarks/uplink_sim.py). Time is
+scaled: ``--scale`` wall seconds per simulated second, and the proxy delays each BMC answer by
+``--bmc-latency x --scale`` wall seconds, so every figure printed is in simulated seconds.
+
+Three runs of the same rack: the wave the runner plans from the uplink; ``--max-parallel K``
+deploys at once (oversubscribed); and K deploys at once with only the planned wave streaming
+images at once (gated, what a deploy server that queues image requests would do). Each prints
+the makespan against the bound ``image bytes x hosts / uplink``, nodes per hour, per-host image
+time and Redfish requests per host. ``--lab`` also times `provision rack` on the lab's hosts.
+
+    .venv/bin/python benchmarks/rack.py [--hosts 512] [--max-parallel 64] [--lab]
+
+Ends with one line: ``RESULT key=value ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.rack_sim import (  # noqa: E402
+    GIB,
+    PASSWORD_ENV,
+    BMCTiming,
+    Farm,
+    Pacer,
+    SimulatedBackend,
+    bmc_farm,
+    farm_opener,
+    write_site,
+)
+from benchmarks.uplink_sim import SharedUplink, VirtualClock  # noqa: E402
+from provisioner.inventory import Site, load_site  # noqa: E402
+from provisioner.state import DONE_STATES, StateStore  # noqa: E402
+from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
+
+
+@dataclass
+class RunFigures:
+    """One run of the rack, in simulated seconds."""
+
+    label: str
+    parallel: int
+    transfer_slots: int | None
+    wave_reason: str
+    makespan_s: float
+    bound_s: float
+    planner_estimate_s: float | None
+    ok: int
+    failed: int
+    retried: int
+    injected: int
+    image_p50_s: float
+    image_p95_s: float
+    bmc_s_per_host: float
+    queue_p50_s: float
+    requests_per_host: float
+    peak_streams: int
+    utilisation: float
+    wall_s: float
+    reasons: list[str]
+
+    @property
+    def ratio(self) -> float:
+        return self.makespan_s / self.bound_s
+
+    @property
+    def nodes_per_hour(self) -> float:
+        return self.ok / self.makespan_s * 3600 if self.makespan_s else 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of values, nearest rank; 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | None,
+             transfer_slots: int | None) -> RunFigures:
+    """Start a farm, write its site, and deploy every host once with the real RackRunner."""
+    workdir = tmp / label
+    started = time.monotonic()
+    with bmc_farm(args.hosts, workdir / "farm", delay_s=args.proxy_delay) as farm:
+        print(f"  {label}: {args.hosts} BMCs up in {time.monotonic() - started:.0f} s",
+              file=sys.stderr)
+        site = load_site(write_site(
+            workdir / "site", farm, uplink_gbps=args.uplink_gbps,
+            host_link_gbps=args.host_link_gbps, image_bytes=int(args.image_gib * GIB),
+            retries=args.retries))
+        return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots)
+
+
+def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace, label: str,
+                parallel: int | None, transfer_slots: int | None) -> RunFigures:
+    """Deploy every host of the simulated site once with the real RackRunner."""
+    image_bytes = int(args.image_gib * GIB)
+    clock = VirtualClock()
+    uplink = SharedUplink(clock, args.uplink_gbps, args.host_link_gbps)
+    timing = BMCTiming(clock, args.bmc_latency)
+    backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
+                               seed=args.seed, transfer_slots=transfer_slots, boot_s=args.boot_s)
+    store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
+    runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing),
+                        reporter=Pacer(clock, label, len(site.hosts)),
+                        options=RackOptions(max_parallel=parallel, configure=False,
+                                            wait_ssh=False))
+    # the clock must know the pool the runner will use, to wait while workers pick up hosts
+    clock.pool(len(site.hosts), runner.wave_plan(len(site.hosts)).size)
+    start = time.monotonic()
+    result = runner.run(site.hosts)
+    wall = time.monotonic() - start
+    store.close()
+    if result.wave.bound_s is None:
+        raise SystemExit("the site has no image size: the bound cannot be computed")
+    first_images = [t[0] for t in backend.stats.transfers.values() if t]
+    requests = list(backend.stats.requests.values())
+    n = max(1, len(requests))
+    return RunFigures(
+        label=label,
+        parallel=result.wave.size,
+        transfer_slots=transfer_slots,
+        wave_reason=result.wave.reason,
+        makespan_s=clock.now,
+        bound_s=result.wave.bound_s,
+        planner_estimate_s=result.wave.est_makespan_s,
+        ok=len(result.ok),
+        failed=len(result.failed),
+        retried=sum(1 for r in result.results if r.attempts > 1),
+        injected=backend.stats.injected_failures,
+        image_p50_s=statistics.median(first_images) if first_images else 0.0,
+        image_p95_s=pct(first_images, 0.95),
+        bmc_s_per_host=sum(timing.seconds.values()) / n,
+        queue_p50_s=statistics.median(backend.stats.queued.values()) if backend.stats.queued
+        else 0.0,
+        requests_per_host=sum(requests) / n,
+        peak_streams=uplink.stats.peak_active,
+        utilisation=uplink.utilisation,
+        wall_s=wall,
+        reasons=sorted({r.reason for r in result.failed}),
+    )
+
+
+def print_run(f: RunFigures) -> None:
+    """The figures of one run."""
+    gate = f", {f.transfer_slots} streaming at once" if f.transfer_slots else ""
+    print(f"\n[{f.label}] {f.parallel} hosts deploying at once{gate} ({f.wave_reason})")
+    print(f"  makespan              {f.makespan_s:9.0f} s   ({f.wall_s:.0f} s of wall time)")
+    print(f"  bound                 {f.bound_s:9.0f} s   image bytes x hosts / uplink")
+    if f.planner_estimate_s is not None:
+        print(f"  planner's estimate    {f.planner_estimate_s:9.0f} s   (image transfers only)")
+    print(f"  makespan / bound      {f.ratio:9.2f}")
+    print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
+    print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
+          f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} used while busy")
+    if f.transfer_slots:
+        print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50")
+    print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   discover + PXE/cycle + disk/cycle")
+    print(f"  Redfish requests      {f.requests_per_host:9.1f}     per host (all attempts)")
+    print(f"  hosts                 {f.ok} ok, {f.failed} failed, {f.retried} retried "
+          f"({f.injected} injected failures)")
+    for reason in f.reasons[:3]:
+        print(f"    failed: {reason}")
+
+
+# -- the lab ----------------------------------------------------------------------------------
+
+def provision_cmd() -> list[str]:
+    """How to run the CLI of this checkout."""
+    exe = Path(sys.executable).parent / "provision"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "provisioner.cli.main"]
+
+
+def lab_deploy(names: list[str], timeout_s: float) -> tuple[float, dict[str, Any] | None, str]:
+    """Deploy lab hosts (re-image those already deployed); wall seconds, JSON summary, error."""
+    store = StateStore.for_site("lab")
+    try:
+        store.ensure_hosts(names)
+        done = any(store.get(n).state in DONE_STATES for n in names)
+    finally:
+        store.close()
+    verb = ["reimage", "--yes"] if done else ["rack"]
+    cmd = [*provision_cmd(), *verb, "--site", "lab", "--json", "--skip-configure", *names]
+    print(f"  $ {' '.join(cmd[-len(verb) - 5 - len(names):])}", file=sys.stderr)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return time.monotonic() - start, None, f"timed out after {timeout_s:.0f} s"
+    wall = time.monotonic() - start
+    try:
+        return wall, json.loads(proc.stdout), ""
+    except json.JSONDecodeError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return wall, None, f"exit {proc.returncode}: {' / '.join(tail)}"
+
+
+def run_lab(timeout_s: float) -> dict[str, float]:
+    """Time `provision rack` on one lab host, then on all; empty when no lab is up."""
+    status = subprocess.run([*provision_cmd(), "lab", "status"], cwd=REPO, capture_output=True,
+                            text=True, check=False)
+    if status.returncode != 0:
+        print(f"\n[lab] skipped: `provision lab status` exited {status.returncode} (no lab is "
+              "up); start one with `provision lab up`")
+        return {}
+    names = [h.name for h in load_site("lab").hosts]
+    out: dict[str, float] = {}
+    for label, chosen in (("lab_1", names[:1]), (f"lab_{len(names)}", names)):
+        wall, summary, error = lab_deploy(chosen, timeout_s)
+        print(f"\n[{label}] provision rack on {', '.join(chosen)}: wall {wall:.0f} s")
+        if summary is None:
+            print(f"  failed to run: {error}")
+            continue
+        out[f"{label}_s"] = wall
+        for h in summary["hosts"]:
+            phases = " ".join(f"{k}={v:.0f}s" for k, v in h["phases"].items())
+            print(f"  {h['host']:<14} {h['status']:<7} attempts={h['attempts']} {phases}"
+                  + (f"  ({h['reason']})" if h["status"] != "ok" else ""))
+    return out
+
+
+# -- main -------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--hosts", type=int, default=512, help="simulated hosts (default 512)")
+    p.add_argument("--uplink-gbps", type=float, default=100.0)
+    p.add_argument("--host-link-gbps", type=float, default=10.0)
+    p.add_argument("--image-gib", type=float, default=4.0)
+    p.add_argument("--bmc-latency", type=float, default=0.5,
+                   help="simulated seconds a BMC takes to answer one request (default 0.5)")
+    p.add_argument("--proxy-delay", type=float, default=0.0,
+                   help="real seconds the proxy waits before each answer (default 0; it "
+                   "costs wall time only, simulated time charges --bmc-latency)")
+    p.add_argument("--boot-s", type=float, default=0.0,
+                   help="simulated POST time after each power cycle (default 0)")
+    p.add_argument("--fail-rate", type=float, default=0.02,
+                   help="fraction of deploy attempts that fail after the transfer")
+    p.add_argument("--retries", type=int, default=1, help="settings.deploy_retries")
+    p.add_argument("--max-parallel", type=int, default=64,
+                   help="deploys at once in the oversubscribed and gated runs (0: skip both)")
+    p.add_argument("--no-gated", action="store_true", help="skip the gated run")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lab", action="store_true", help="also time `provision rack` on the lab")
+    p.add_argument("--lab-timeout", type=float, default=1800.0)
+    args = p.parse_args(argv)
+    if args.hosts < 1 or args.hosts > 250 * 250:
+        p.error("--hosts must be between 1 and 62500")
+    if not 0 <= args.fail_rate < 1:
+        p.error("--fail-rate must be in [0, 1)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, 4 * args.hosts + 1024))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    os.environ.setdefault(PASSWORD_ENV, secrets.token_urlsafe(12))
+    print(f"{args.hosts} hosts, {args.image_gib:g} GiB image, {args.uplink_gbps:g} Gb/s uplink, "
+          f"{args.host_link_gbps:g} Gb/s per host; a BMC answers in {args.bmc_latency:g} s, "
+          f"a host POSTs in {args.boot_s:g} s; {args.fail_rate:.0%} of attempts fail, "
+          f"{args.retries} retry. Times in simulated seconds.")
+    started = time.monotonic()
+    runs: list[RunFigures] = []
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # the emulator's sqlite
+    tmp = Path(tempfile.mkdtemp(prefix="bench-rack-", dir=base))
+    try:
+        planned = run_rack(tmp, args, "planned", None, None)
+        runs.append(planned)
+        print_run(planned)
+        if args.max_parallel:
+            over = run_rack(tmp, args, "oversubscribed", args.max_parallel, None)
+            runs.append(over)
+            print_run(over)
+            if not args.no_gated:
+                gated = run_rack(tmp, args, "gated", args.max_parallel, planned.parallel)
+                runs.append(gated)
+                print_run(gated)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    lab = run_lab(args.lab_timeout) if args.lab else {}
+    total = time.monotonic() - started
+    print(f"\nwhole benchmark: {total:.0f} s wall, load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    fields: dict[str, Any] = {
+        "hosts": args.hosts,
+        "wave": planned.parallel,
+        "makespan_s": f"{planned.makespan_s:.0f}",
+        "bound_s": f"{planned.bound_s:.0f}",
+        "ratio": f"{planned.ratio:.2f}",
+        "nodes_per_hour": f"{planned.nodes_per_hour:.0f}",
+        "image_p50_s": f"{planned.image_p50_s:.1f}",
+        "requests_per_host": f"{planned.requests_per_host:.1f}",
+        "failed": planned.failed,
+        "retried": planned.retried,
+    }
+    for f in runs[1:]:
+        fields[f"{f.label}_parallel"] = f.parallel
+        fields[f"{f.label}_makespan_s"] = f"{f.makespan_s:.0f}"
+        fields[f"{f.label}_ratio"] = f"{f.ratio:.2f}"
+        fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.1f}"
+    fields.update({k: f"{v:.0f}" for k, v in lab.items()})
+    fields["wall_s"] = f"{total:.0f}"
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))
+    return 0 if all(f.ok + f.failed == args.hosts for f in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""The simulated rack behind benchmarks/rack.py: a BMC farm, a site file for it, a backend.
+
+- :func:`bmc_farm`: one sushy-emulator (fake driver) holding one System per host, behind the
+  Redfish proxy of tests/fixtures/redfish listening on one loopback address per host
+  (127.100.x.y, TLS), optionally delaying every answer.
+- :func:`write_site`: a foundation-format site file whose hosts' BMCs are those addresses.
+- :class:`FarmBMC` / :func:`farm_opener`: the real Redfish BMC class; each address serves every
+  System of the emulator, so the host's BMC picks its own System by UUID. Every real request
+  it makes is charged a BMC latency in simulated time.
+- :class:`SimulatedBackend`: a DeployBackend that drives the real BMC (one-time PXE, power
+  cycle, boot from disk, power cycle) and simulates only the image transfer, over a
+  :class:`~benchmarks.uplink_sim.SharedUplink`.
+- :class:`Pacer`: the runner's reporter; tells the virtual clock when a host starts and ends.
+
+Everything is timed on a :class:`~benchmarks.uplink_sim.VirtualClock` (simulated seconds).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
+from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
+from provisioner.bmc.factory import client_options
+from provisioner.bmc.nic_select import NicRuleLike
+from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
+from provisioner.exceptions import DeployError
+from provisioner.inventory import Host, Site
+from provisioner.inventory.credentials import resolve_credentials
+from provisioner.redfish.client import RedfishClient
+from provisioner.redfish.errors import BMCNotFound
+from provisioner.workflow.rack import HostResult
+from tests.fixtures.redfish.peers import (
+    fake_system,
+    fault_proxy,
+    make_tls,
+    sushy_emulator,
+    write_emulator_config,
+)
+
+PASSWORD_ENV = "PROVISIONER_BENCH_BMC_PASSWORD"
+HOSTS_PER_RACK = 20  # 2U HGX servers, 40 usable units
+GIB = 1 << 30
+
+
+def bmc_address(i: int) -> str:
+    """The loopback address of host ``i``'s BMC (127.100.x.y: all of 127/8 routes to lo)."""
+    return f"127.100.{i // 250}.{i % 250 + 1}"
+
+
+def system_uuid(i: int) -> str:
+    """A stable UUID for the emulated System of host ``i``."""
+    return str(uuidlib.UUID(int=(0x5E1A << 112) | i))
+
+
+def provisioning_mac(i: int) -> str:
+    """Host ``i``'s provisioning port (the profile's rule selects it by prefix)."""
+    return f"52:54:00:{i >> 8:02x}:{i & 0xFF:02x}:01"
+
+
+def host_name(i: int) -> str:
+    """The inventory name of host ``i`` (the site's template gives the same)."""
+    return f"sim-r{i // HOSTS_PER_RACK + 1:02d}-u{(i % HOSTS_PER_RACK) * 2 + 1:02d}"
+
+
+@dataclass(frozen=True)
+class Farm:
+    """The running BMC farm: one URL per host, and the host-name -> System UUID map."""
+
+    urls: list[str]
+    systems: dict[str, str]
+
+
+@contextmanager
+def bmc_farm(n: int, workdir: Path, *, delay_s: float) -> Iterator[Farm]:
+    """Run one emulator with ``n`` powered-off Systems behind a TLS proxy on ``n`` addresses.
+
+    Use a fresh farm per run: the fake driver makes power changes take 1-11 real seconds, and a
+    power cycle of a host that is on waits for them (a rack that starts powered off does not).
+    """
+    systems = [
+        fake_system(system_uuid(i), f"sim-{i:04d}",
+                    [provisioning_mac(i), f"52:54:02:{i >> 8:02x}:{i & 0xFF:02x}:01"], "Off")
+        for i in range(n)
+    ]
+    disks = [
+        {"Id": "boss", "Name": "BOSS-N1", "CapacityBytes": 480103981056, "Protocol": "SATA"},
+        {"Id": "nvme0", "Name": "NVMe 0", "CapacityBytes": 3840755982336, "Protocol": "NVMe"},
+    ]
+    conf = write_emulator_config(workdir / "emu", systems,
+                                 drives={system_uuid(i): disks for i in range(n)})
+    tls = make_tls(workdir / "tls")
+    with sushy_emulator(conf) as upstream, fault_proxy(
+        upstream, workdir, listen=[bmc_address(i) for i in range(n)],
+        args=["--delay", f"{delay_s:.4f}"], tls=tls,
+    ) as urls:
+        yield Farm(urls, {host_name(i): system_uuid(i) for i in range(n)})
+
+
+def write_site(
+    directory: Path,
+    farm: Farm,
+    *,
+    uplink_gbps: float,
+    host_link_gbps: float,
+    image_bytes: int,
+    retries: int,
+    name: str = "simrack",
+) -> Path:
+    """Write a site file for the farm's hosts; returns its path."""
+    racks: list[dict[str, Any]] = []
+    for i, url in enumerate(farm.urls):
+        if i % HOSTS_PER_RACK == 0:
+            index = i // HOSTS_PER_RACK + 1
+            racks.append({
+                "name": f"r{index:02d}", "index": index, "units": 42,
+                "host_name_template": "sim-{rack}-u{u:02d}",
+                "defaults": {"profile": "hgx", "bmc": {"vendor": "generic",
+                                                       "credentials": "bench"}},
+                "hosts": [],
+            })
+        host_port = url.rsplit(":", 1)
+        racks[-1]["hosts"].append({
+            "u": (i % HOSTS_PER_RACK) * 2 + 1,
+            "bmc": {"address": host_port[0].split("//")[1], "port": int(host_port[1])},
+        })
+    data = {
+        "site": name,
+        "description": f"{len(farm.urls)} simulated hosts for benchmarks/rack.py",
+        "settings": {
+            "deploy_backend": "embedded",
+            "uplink_gbps": uplink_gbps,
+            "deploy_retries": retries,
+            "redfish": {"verify_tls": False, "timeout_s": 60, "retries": 2},
+            "image": {"url": "http://10.10.0.3:8080/images/sim.raw", "format": "raw",
+                      "size_bytes": image_bytes},
+            "embedded": {"interface": "sim0", "server_address": "10.10.0.3",
+                         "host_link_gbps": host_link_gbps},
+        },
+        "networks": {"provisioning": {"cidr": "10.10.0.0/16", "reserved": ["10.10.0.1-10.10.0.63"]}},
+        "credentials": {"bench": {"username": "admin", "password": {"env": PASSWORD_ENV}}},
+        "profiles": {"hgx": {"gpus": 8, "ib_hcas": 8, "units": 2,
+                             "provisioning_nic": {"mac_prefix": "52:54:00"}}},
+        "racks": racks,
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "site.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+class FarmBMC(RedfishBMC):
+    """A host's BMC in the farm: every address lists all Systems, so pick the host's own."""
+
+    def __init__(self, client: RedfishClient, *, system_id: str, nic_rule: NicRuleLike | None,
+                 provisioning_mac: str | None, timing: BMCTiming) -> None:
+        super().__init__(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac)
+        self.system_id = system_id
+        self.timing = timing
+
+    def choose_system(self, members: list[str]) -> str:
+        """The member whose id is this host's System UUID."""
+        for m in members:
+            if m.rstrip("/").rsplit("/", 1)[-1] == self.system_id:
+                return m
+        raise BMCNotFound(f"the farm has no System {self.system_id}", bmc=self.name)
+
+    def discover(self) -> HostFacts:
+        """Real discovery, charged its requests' latency."""
+        with self.timing.charge(self.client, "discover"):
+            return super().discover()
+
+
+@dataclass
+class BMCTiming:
+    """Charges each real Redfish request a BMC latency in simulated time; keeps the totals."""
+
+    clock: VirtualClock
+    latency_s: float
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> simulated seconds
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def charge(self, client: RedfishClient, phase: str) -> Iterator[None]:
+        """Run a block of BMC work; then let its requests x latency pass for the caller."""
+        before = client.requests_made
+        try:
+            yield
+        finally:
+            cost = (client.requests_made - before) * self.latency_s
+            with self._lock:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + cost
+            self.clock.sleep(cost)
+
+
+def farm_opener(farm: Farm, timing: BMCTiming) -> Callable[[Site, Host], FarmBMC]:
+    """A BMC opener for RackRunner: log in with the site's credentials and TLS policy."""
+
+    def open_farm_bmc(site: Site, host: Host) -> FarmBMC:
+        creds = resolve_credentials(site, host.bmc.credentials)
+        client = RedfishClient(host.bmc.url, creds.username, creds.password,
+                               client_options(site, host), name=f"{host.name} (BMC)")
+        try:
+            with timing.charge(client, "discover"):
+                client.login()
+            return FarmBMC(client, system_id=farm.systems[host.name],
+                           nic_rule=host.profile.provisioning_nic,
+                           provisioning_mac=host.provisioning_mac, timing=timing)
+        except BaseException:
+            client.close()
+            raise
+
+    return open_farm_bmc
+
+
+class Pacer:
+    """The runner's reporter: a host's first phase starts it on the clock, its last ends it."""
+
+    def __init__(self, clock: VirtualClock, label: str, total: int) -> None:
+        self.clock, self.label, self.total = clock, label, total
+        self._started: set[str] = set()
+        self._finished: set[str] = set()
+        self._lock = threading.Lock()
+        self._wall = time.monotonic()
+
+    def phase(self, host: str, phase: str, message: str) -> None:
+        """Start the host on its first phase; end it on done/failed (the runner may say both)."""
+        with self._lock:
+            first = host not in self._started
+            self._started.add(host)
+            last = phase in ("done", "failed") and host not in self._finished
+            if last:
+                self._finished.add(host)
+                done = len(self._finished)
+        if first:
+            self.clock.start_actor()
+        if last:
+            self.clock.finish_actor()
+            step = max(1, self.total // 10)
+            if done % step == 0 or done == self.total:
+                print(f"  {self.label}: {done}/{self.total} hosts finished at "
+                      f"{self.clock.now:.0f} s simulated ({time.monotonic() - self._wall:.0f} s "
+                      "wall)", file=sys.stderr)
+
+    def finished(self, result: HostResult) -> None:
+        """Results come after the pool; nothing to pace."""
+
+
+@dataclass
+class BackendStats:
+    """What the simulated backend saw, per host."""
+
+    requests: dict[str, int] = field(default_factory=dict)  # Redfish requests, all attempts
+    transfers: dict[str, list[float]] = field(default_factory=dict)  # simulated seconds each
+    queued: dict[str, float] = field(default_factory=dict)  # waiting for a transfer slot
+    injected_failures: int = 0
+
+
+class SimulatedBackend(DeployBackend):
+    """Real BMC control, simulated image transfer; phases in simulated seconds."""
+
+    name = "simulated"
+    drives_power = True
+
+    def __init__(
+        self,
+        uplink: SharedUplink,
+        timing: BMCTiming,
+        image_bytes: int,
+        *,
+        fail_rate: float = 0.0,
+        seed: int = 1,
+        transfer_slots: int | None = None,
+        boot_s: float = 0.0,
+    ) -> None:
+        self.uplink = uplink
+        self.clock = uplink.clock
+        self.timing = timing
+        self.image_bytes = image_bytes
+        self.fail_rate = fail_rate
+        self.seed = seed
+        self.boot_s = boot_s  # simulated POST time after each power cycle
+        # Bounding the concurrent image streams (not the concurrent deploys) is what a deploy
+        # server could do itself: hold a host's image request until a stream is free.
+        self._slots = VirtualSemaphore(self.clock, transfer_slots) if transfer_slots else None
+        self._lock = threading.Lock()
+        self.stats = BackendStats()
+        self.hosts: set[str] = set()
+
+    def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
+        """Nothing to start: the farm runs already; remember which hosts may deploy."""
+        self.hosts = {r.host.name for r in requests}
+
+    def _bmc(self, bmc: FarmBMC, phase: str, *steps: BootTarget | PowerAction) -> None:
+        with self.timing.charge(bmc.client, phase):
+            for step in steps:
+                if isinstance(step, BootTarget):
+                    bmc.set_boot(step)
+                else:
+                    bmc.power(step)
+
+    def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
+        """The embedded backend's BMC sequence around a simulated image transfer.
+
+        One-time PXE + power cycle; the host streams the image over the shared uplink; then
+        power off (the deploy ramdisk's own poweroff), boot override to disk, power on.
+        """
+        name = request.host.name
+        bmc = request.bmc
+        if not isinstance(bmc, FarmBMC) or name not in self.hosts:
+            raise DeployError(f"{name}: not prepared for this run, or no farm BMC (discovery off)")
+        phases: dict[str, float] = {}
+        try:
+            t = self.clock.now
+            progress(name, "pxe", "one-time PXE boot, power cycle")
+            self._bmc(bmc, "pxe", BootTarget.PXE, PowerAction.CYCLE)
+            self.clock.sleep(self.boot_s)
+            phases["pxe"] = self.clock.now - t
+            t = self.clock.now
+            if self._slots is not None:
+                self._slots.acquire()
+            try:
+                phases["queue"] = self.clock.now - t
+                progress(name, "image", f"streaming {self.image_bytes / GIB:.1f} GiB")
+                phases["image"] = self.uplink.transfer(self.image_bytes)
+            finally:
+                if self._slots is not None:
+                    self._slots.release()
+            with self._lock:
+                self.stats.transfers.setdefault(name, []).append(phases["image"])
+                self.stats.queued[name] = self.stats.queued.get(name, 0.0) + phases["queue"]
+            t = self.clock.now
+            draw = random.Random(f"{self.seed}:{name}:{request.attempt}").random()
+            if draw < self.fail_rate:
+                with self._lock:
+                    self.stats.injected_failures += 1
+                # like the embedded backend, a failed host is left off, not looping in PXE
+                self._bmc(bmc, "reboot", PowerAction.OFF)
+                return DeployOutcome(name, False, "deploy callback: image sha256 mismatch "
+                                     "(injected failure)", phases)
+            progress(name, "reboot", "installed; booting from disk")
+            self._bmc(bmc, "reboot", PowerAction.OFF, BootTarget.DISK, PowerAction.ON)
+            self.clock.sleep(self.boot_s)
+            phases["reboot"] = self.clock.now - t
+            return DeployOutcome(name, True, "", phases)
+        finally:
+            with self._lock:
+                self.stats.requests[name] = bmc.client.requests_made
+
+    def release(self, request: DeployRequest, *, erase: bool = False) -> None:
+        """Nothing to release: a simulated host keeps no image."""
+
+    def close(self) -> None:
+        """Nothing to stop: the farm outlives one run."""
