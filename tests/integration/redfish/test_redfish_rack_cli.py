@@ -13,12 +13,14 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from typer.testing import CliRunner
 
+from provisioner.bmc.factory import open_bmc
 from provisioner.cli.main import app
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
@@ -264,3 +266,20 @@ def test_boot_option_mistakes_are_input_errors(env: Path, iso_url: str):
     code, _out, err = run("boot", "cd", "t1-u01", "--image", iso_url, "--eject",
                           "--site", str(env))
     assert code == 2 and "contradict" in err
+
+
+def test_clock_skew_beyond_the_site_limit_is_flagged(env: Path):
+    site = load_site(env)
+    bmc = open_bmc(site, site.host("t1-u02"))
+    try:
+        bmc.set_clock(datetime.now(UTC) - timedelta(hours=2))
+        code, out, err = run("discover", "t1-u02", "--site", str(env), "--json")
+        assert code == 0, err
+        (res,) = json.loads(out)
+        assert res["clock_skew_alert"] is True
+        assert -7300 < res["facts"]["clock_skew_s"] < -7100
+        code, out, err = run("discover", "t1-u02", "--site", str(env))
+        assert "BMC clock is off by -72" in err and "max_clock_skew_s=30" in err
+    finally:
+        bmc.set_clock()
+        bmc.close()
