@@ -203,7 +203,7 @@ class RedfishSettings(Strict):
     ca_bundle: str | None = None
     timeout_s: float = Field(default=10.0, gt=0)
     retries: int = Field(default=3, ge=0)
-    max_parallel: int = Field(default=128, ge=1)
+    max_parallel: int = Field(default=512, ge=1)  # one wave for a 511-host cluster
 
 
 class ImageSettings(Strict):
