@@ -28,7 +28,9 @@ def kernel_log(line: str) -> None:
 
 
 def main(prog: str, argv: list[str]) -> int:
-    module = next((a for a in argv if not a.startswith("-")), "")
+    # The module name is the first word that is neither an option nor an option's value.
+    words = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in ("-F", "-k"))]
+    module = words[0] if words else ""
     if prog == "dmesg":
         print(KMSG.read_text() if KMSG.exists() else "", end="")
         return 0
