@@ -8,11 +8,13 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from provisioner.exceptions import NotReady
-from provisioner.lab.netns import pid_alive, run
+from provisioner.lab.netns import pid_alive
 from provisioner.lab.plan import STATE_ROOT
 
 # Shared by every lab on the machine: which daemons a lab started (pid per daemon).
@@ -103,7 +105,7 @@ def ensure_daemons(timeout_s: float = 30.0) -> list[str]:
     for name in DAEMONS:
         if find_pids(name):
             continue
-        run([name, "-d"], timeout=60)
+        _start(name)
         started.append(name)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -112,13 +114,35 @@ def ensure_daemons(timeout_s: float = 30.0) -> list[str]:
         time.sleep(0.2)
     else:
         raise NotReady(
-            "libvirtd did not come up (no /var/run/libvirt/libvirt-sock)",
+            f"libvirtd did not come up (no {SOCKET})",
             hint="run `libvirtd` in a terminal to see why; logs are in /var/log/libvirt/",
         )
     for name in started:
         marker[name] = find_pids(name)[0]
     _write_marker(marker)
     return started
+
+
+def _start(name: str) -> None:
+    """Run ``name -d``; its output goes to a file, since a daemon that kept an inherited pipe
+    open would make waiting for the output hang."""
+    if shutil.which(name) is None:
+        raise NotReady(f"{name} is not installed", hint="run `sudo scripts/install-deps`")
+    with tempfile.TemporaryFile() as err:
+        try:
+            res = subprocess.run(
+                [name, "-d"], stdin=subprocess.DEVNULL, stdout=err, stderr=err, timeout=60
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise NotReady(f"`{name} -d` did not return within 60 s") from exc
+        if res.returncode != 0:
+            err.seek(0)
+            detail = err.read().decode(errors="replace").strip().splitlines()
+            raise NotReady(
+                f"`{name} -d` failed with exit status {res.returncode}: "
+                + (detail[-1] if detail else "no output"),
+                hint=f"run `{name}` in a terminal to see why; logs are in /var/log/libvirt/",
+            )
 
 
 def started_by_lab() -> dict[str, int]:
