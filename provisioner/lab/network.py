@@ -20,6 +20,7 @@ from provisioner.lab.netns import (
 from provisioner.lab.plan import (
     BMC_LINK,
     DATA_BRIDGE,
+    MAX_SLOT,
     NETNS_UPLINK,
     PROVISIONING_BRIDGE,
     LabHost,
@@ -85,6 +86,21 @@ def check_conflicts(plan: LabPlan) -> None:
                     hint="another lab is up on this machine: run `provision lab down` for it, "
                     "or use PROVISIONER_LAB_SLOT=1..14 with another PROVISIONER_LAB_NETNS",
                 )
+
+
+def free_slot(netns: str) -> int:
+    """The highest address slot no interface on this machine uses (for throwaway labs in
+    tests; people's own labs usually sit in the low slots)."""
+    for slot in range(MAX_SLOT, 0, -1):
+        try:
+            check_conflicts(LabPlan(netns=netns, slot=slot))
+        except LabAddressConflict:
+            continue
+        return slot
+    raise LabAddressConflict(
+        f"every lab address slot 1..{MAX_SLOT} is in use on this machine",
+        hint="run `provision lab down` (with its PROVISIONER_LAB_NETNS) for labs not needed",
+    )
 
 
 def ensure_namespace(plan: LabPlan) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from lab_slots import free_slot
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
@@ -22,6 +21,7 @@ from provisioner.inventory import load_site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns, netns_exists, netns_pids, pid_alive
+from provisioner.lab.network import free_slot
 from provisioner.lab.plan import LabPlan
 from provisioner.state import StateStore
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 import requests
-from lab_slots import free_slot
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
@@ -16,6 +15,7 @@ from provisioner.inventory import load_site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns, netns_exists
+from provisioner.lab.network import free_slot
 
 pytestmark = pytest.mark.lab
 

@@ -84,3 +84,15 @@ def test_a_bmc_that_never_answers_times_out(monkeypatch, tmp_path):
     with pytest.raises(bmc.LabBMCError) as err:
         bmc.wait_ready(plan, plan.host(1), tmp_path / "ca.pem", os.getpid())
     assert "did not answer on https://198.19.0.11:443" in str(err.value)
+
+
+def test_free_slot_skips_slots_in_use_and_says_when_none_is_left(monkeypatch):
+    busy = {str(LabPlan(slot=14).provisioning_net): [{"dev": "someone-h"}]}
+    monkeypatch.setattr(network, "_ip", _fake_ip(busy, []))
+    assert network.free_slot("plabt") == 13
+    everything = {
+        str(LabPlan(slot=k).provisioning_net): [{"dev": "someone-h"}] for k in range(0, 15)
+    }
+    monkeypatch.setattr(network, "_ip", _fake_ip(everything, []))
+    with pytest.raises(network.LabAddressConflict, match="every lab address slot"):
+        network.free_slot("plabt")
