@@ -105,6 +105,24 @@ def test_generated_site_loads_with_both_hosts(lab):
     ]
 
 
+def test_lab_traffic_has_no_way_out_of_the_machine(lab):
+    def ip(*args: str) -> list[dict]:
+        out = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout or "[]")
+
+    assert ip("-n", NETNS, "route", "show", "default") == []
+    nets = {r["dst"] for r in ip("-n", NETNS, "route", "show")}
+    assert nets == {str(n) for n in (*lab.routed_nets, lab.uplink_net)}
+    for net in lab.routed_nets:
+        (route,) = ip("route", "show", "exact", str(net))
+        assert route["dev"] == lab.host_uplink
+        assert route["gateway"] == str(lab.netns_uplink_address)
+    for host in lab.lab_hosts:  # the VMs' root-side links carry no address at all
+        for link in (host.prov_veth_host, host.data_veth_host):
+            (info,) = ip("addr", "show", "dev", link)
+            assert info["addr_info"] == []
+
+
 def test_each_bmc_answers_redfish_over_tls_with_its_own_credentials(lab):
     for index in (1, 2):
         base, session = _bmc(lab, index)
