@@ -138,8 +138,27 @@ def _ensure_uplink(plan: LabPlan) -> None:
     _ip("addr", "replace", f"{plan.netns_uplink_address}/{prefix}", "dev", NETNS_UPLINK, netns=ns)
     _ip("link", "set", root, "up")
     _ip("link", "set", NETNS_UPLINK, "up", netns=ns)
+    check_macvtap(plan)
     for net in plan.routed_nets:
         _ip("route", "replace", str(net), "via", str(plan.netns_uplink_address), "dev", root)
+
+
+def check_macvtap(plan: LabPlan) -> None:
+    """Prove the kernel can stack a macvtap on the uplink veth, as libvirt will for each VM
+    NIC at power-on: failing here names the cause, failing later only a VM that won't start."""
+    probe = plan.macvtap_probe
+    res = run(
+        ["ip", "link", "add", "link", plan.host_uplink, "name", probe, "type", "macvtap"],
+        check=False,
+        timeout=30,
+    )
+    if res.returncode != 0:
+        raise NotReady(
+            f"this kernel cannot create macvtap devices ({res.stderr.strip() or 'no output'})",
+            hint="the lab's VM NICs are macvtaps: use a kernel with CONFIG_MACVTAP "
+            "(`modprobe macvtap`)",
+        )
+    _ip("link", "del", probe)
 
 
 def ensure_host_links(plan: LabPlan, host: LabHost) -> None:

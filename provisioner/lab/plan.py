@@ -213,6 +213,11 @@ class LabPlan:
         return f"{self.netns}-h"
 
     @property
+    def macvtap_probe(self) -> str:
+        """A macvtap made and deleted by `lab up` to check the kernel supports them."""
+        return f"{self.netns}-m"
+
+    @property
     def mac_prefix(self) -> str:
         """The provisioning NICs' MAC prefix (the profile's NIC rule)."""
         return f"52:54:00:18:{2 * self.slot:02x}"
@@ -318,7 +323,7 @@ class LabPlan:
 
     def owns_link(self, name: str) -> bool:
         """Whether a root-namespace link name belongs to this lab (for sweeping)."""
-        return name == self.host_uplink or bool(
+        return name in (self.host_uplink, self.macvtap_probe) or bool(
             re.fullmatch(rf"{re.escape(self.netns)}\d\d[pd]", name)
         )
 

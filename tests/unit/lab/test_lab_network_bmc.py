@@ -96,3 +96,17 @@ def test_free_slot_skips_slots_in_use_and_says_when_none_is_left(monkeypatch):
     monkeypatch.setattr(network, "_ip", _fake_ip(everything, []))
     with pytest.raises(network.LabAddressConflict, match="every lab address slot"):
         network.free_slot("plabt")
+
+
+def test_a_kernel_without_macvtap_is_named_before_any_vm_starts(monkeypatch):
+    import subprocess as sp
+
+    def fake_run(argv, **kw):
+        return sp.CompletedProcess(argv, 2, "", "Error: Unknown device type.")
+
+    monkeypatch.setattr(network, "run", fake_run)
+    with pytest.raises(NotReady) as err:
+        network.check_macvtap(LabPlan())
+    assert "cannot create macvtap devices (Error: Unknown device type.)" in str(err.value)
+    assert "CONFIG_MACVTAP" in str(err.value)
+    assert LabPlan().owns_link("provlab-m")
