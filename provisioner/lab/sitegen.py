@@ -3,6 +3,7 @@ so every other command runs against it unchanged."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,10 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
         "settings": {
             "deploy_backend": "embedded",
             "ntp_servers": [str(plan.host_uplink_address)],
-            # The "uplink" is a veth: room for every VM in one wave (10 Gb/s each, the
-            # embedded backend's default host link).
-            "uplink_gbps": 10 * len(hosts),
+            # The "uplink" is a veth: room for every VM in one wave. The wave planner keeps 20%
+            # of the uplink free, so size it for the hosts at 10 Gb/s each (the embedded
+            # backend's default host link) plus that headroom.
+            "uplink_gbps": math.ceil(10 * len(hosts) / 0.8),
             "ssh_user": "provision",
             "ssh_authorized_keys": [ssh_public_key],
             "ssh_private_key": str(ssh_private_key),

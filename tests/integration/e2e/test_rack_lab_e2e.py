@@ -137,7 +137,10 @@ def root_disk_serial(lab: Lab, host: str) -> str:
 
 
 def data_disk(lab: Lab, host: str, serial: str) -> str:
-    return lab.ssh(host, f"for d in /sys/block/vd*; do [ \"$(cat $d/serial)\" = {serial} ] && basename $d; done")
+    return lab.ssh(
+        host,
+        f"for d in /sys/block/vd*; do if [ \"$(cat $d/serial)\" = {serial} ]; then basename $d; fi; done",
+    )
 
 
 def test_rack_then_reimage(lab: Lab) -> None:
