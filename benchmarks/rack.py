@@ -202,8 +202,9 @@ def lab_deploy(names: list[str], timeout_s: float) -> tuple[float, dict[str, Any
     finally:
         store.close()
     verb = ["reimage", "--yes"] if done else ["rack"]
-    cmd = [*provision_cmd(), *verb, "--site", "lab", "--json", "--skip-configure", *names]
-    print(f"  $ {' '.join(cmd[-len(verb) - 5 - len(names):])}", file=sys.stderr)
+    argv = [*verb, "--site", "lab", "--json", "--skip-configure", *names]
+    cmd = [*provision_cmd(), *argv]
+    print(f"  $ provision {' '.join(argv)}", file=sys.stderr)
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
@@ -313,16 +314,17 @@ def main(argv: list[str] | None = None) -> int:
         "bound_s": f"{planned.bound_s:.0f}",
         "ratio": f"{planned.ratio:.2f}",
         "nodes_per_hour": f"{planned.nodes_per_hour:.0f}",
-        "image_p50_s": f"{planned.image_p50_s:.1f}",
+        "image_p50_s": f"{planned.image_p50_s:.2f}",
         "requests_per_host": f"{planned.requests_per_host:.1f}",
         "failed": planned.failed,
         "retried": planned.retried,
+        "injected": planned.injected,
     }
     for f in runs[1:]:
         fields[f"{f.label}_parallel"] = f.parallel
         fields[f"{f.label}_makespan_s"] = f"{f.makespan_s:.0f}"
         fields[f"{f.label}_ratio"] = f"{f.ratio:.2f}"
-        fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.1f}"
+        fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.2f}"
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))

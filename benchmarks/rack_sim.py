@@ -166,7 +166,10 @@ class FarmBMC(RedfishBMC):
 
     def __init__(self, client: RedfishClient, *, system_id: str, nic_rule: NicRuleLike | None,
                  provisioning_mac: str | None, timing: BMCTiming) -> None:
-        super().__init__(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac)
+        # The fake driver applies a power change 1-11 real seconds later; polling every half
+        # second (each poll charged the BMC latency) keeps the wall time of a wait short.
+        super().__init__(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
+                         poll_interval_s=0.5)
         self.system_id = system_id
         self.timing = timing
 

@@ -1,0 +1,154 @@
+"""benchmarks/rack.py, small: the simulated rack's model, and one run of the script.
+
+The model tests check the virtual clock and the shared uplink against figures worked out by
+hand; the smoke test runs the benchmark on 8 emulated BMCs (real sushy-emulator and proxy) and
+checks its RESULT line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from benchmarks.uplink_sim import (
+    ClockStalled,
+    SharedUplink,
+    VirtualClock,
+    VirtualSemaphore,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+GIB = 1 << 30
+ONE_GIB_AT_10G = GIB * 8 / 10e9  # 0.859 s
+
+
+def simulate(hosts: int, slots: int, *, gate: int | None = None, think_s: float = 0.0,
+             uplink_gbps: float = 100.0) -> tuple[float, list[float], SharedUplink]:
+    """``hosts`` actors in a pool of ``slots``: think, then move 1 GiB; makespan and times."""
+    clock = VirtualClock(stall_s=30)
+    uplink = SharedUplink(clock, uplink_gbps, 10.0)
+    sem = VirtualSemaphore(clock, gate) if gate else None
+    clock.pool(hosts, slots)
+
+    def host(_: int) -> float:
+        clock.start_actor()
+        try:
+            clock.sleep(think_s)
+            if sem:
+                sem.acquire()
+            try:
+                return uplink.transfer(GIB)
+            finally:
+                if sem:
+                    sem.release()
+        finally:
+            clock.finish_actor()
+
+    with ThreadPoolExecutor(slots) as pool:
+        times = list(pool.map(host, range(hosts)))
+    return clock.now, times, uplink
+
+
+def test_uplink_below_capacity_runs_each_host_at_its_link() -> None:
+    makespan, times, uplink = simulate(64, 8)
+    assert times == pytest.approx([ONE_GIB_AT_10G] * 64)
+    assert makespan == pytest.approx(8 * ONE_GIB_AT_10G)  # 8 rounds of 8
+    assert uplink.stats.peak_active == 8
+    assert uplink.utilisation == pytest.approx(0.8)
+
+
+def test_oversubscribed_uplink_shares_fairly_and_meets_the_bound() -> None:
+    makespan, times, uplink = simulate(64, 64)
+    bound = 64 * GIB * 8 / 100e9
+    assert makespan == pytest.approx(bound)  # saturated: the bound exactly
+    assert times == pytest.approx([bound] * 64)  # each host 6.4x slower than at its link
+    assert uplink.utilisation == pytest.approx(1.0)
+    assert uplink.stats.bytes_total == 64 * GIB
+
+
+def test_a_departure_speeds_up_the_others() -> None:
+    clock = VirtualClock(stall_s=30)
+    uplink = SharedUplink(clock, 10.0, 10.0)
+    clock.pool(2, 2)
+    took: dict[str, float] = {}
+
+    def host(name: str, nbytes: int) -> None:
+        clock.start_actor()
+        try:
+            took[name] = uplink.transfer(nbytes)
+        finally:
+            clock.finish_actor()
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(host, ["small", "big"], [GIB, 3 * GIB]))
+    # both at 5 Gb/s until the small one is done (2 x 0.859 s), then the big one alone at 10
+    assert took["small"] == pytest.approx(2 * ONE_GIB_AT_10G)
+    assert took["big"] == pytest.approx(2 * ONE_GIB_AT_10G + 2 * ONE_GIB_AT_10G)
+
+
+def test_gate_keeps_transfers_at_link_rate_while_hosts_think_in_parallel() -> None:
+    makespan, times, uplink = simulate(64, 64, gate=8, think_s=10.0)
+    assert uplink.stats.peak_active == 8
+    assert times == pytest.approx([ONE_GIB_AT_10G] * 64)
+    assert makespan == pytest.approx(10.0 + 8 * ONE_GIB_AT_10G)
+
+
+def test_clock_waits_for_free_workers_to_pick_up_hosts() -> None:
+    # the wave's think time overlaps only within a wave: 4 waves of 2, 5 s each
+    makespan, _, _ = simulate(8, 2, think_s=5.0, uplink_gbps=1e6)
+    assert makespan == pytest.approx(4 * (5.0 + ONE_GIB_AT_10G))
+
+
+def test_an_actor_the_clock_never_hears_from_is_reported() -> None:
+    clock = VirtualClock(stall_s=0.3)
+    clock.pool(2, 2)  # two expected, one starts: the clock must not run ahead of the other
+    clock.start_actor()
+    with pytest.raises(ClockStalled, match="1 active of 2"):
+        clock.sleep(1.0)
+
+
+def parse_result(stdout: str) -> dict[str, str]:
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, stdout
+    assert stdout.rstrip().splitlines()[-1] == lines[0]  # the last line
+    return dict(item.split("=", 1) for item in lines[0].split()[1:])
+
+
+def lab_is_up() -> bool:
+    status = subprocess.run([sys.executable, "-m", "provisioner.cli.main", "lab", "status"],
+                            capture_output=True, text=True, check=False, cwd=REPO)
+    return status.returncode == 0
+
+
+@pytest.mark.slow
+def test_benchmark_small_rack(tmp_path: Path) -> None:
+    # 20 Gb/s uplink: the planner runs 1 host at a time; 8 at once saturate the uplink.
+    # --lab only where no lab is up: then it must skip with a message, not deploy anything.
+    lab = [] if lab_is_up() else ["--lab"]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "rack.py"), "--hosts", "8",
+         "--uplink-gbps", "20", "--max-parallel", "8", "--fail-rate", "0.1", "--retries", "1",
+         *lab],
+        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = parse_result(proc.stdout)
+    assert r["hosts"] == "8" and r["wave"] == "1"
+    assert float(r["makespan_s"]) >= float(r["bound_s"]) > 0
+    assert float(r["ratio"]) >= 1.0
+    assert float(r["requests_per_host"]) >= 10  # discovery and boot control really happened
+    # seed 1 fails sim-r01-u09's first attempt (draw 0.09 < 0.1); the retry succeeds
+    assert (r["injected"], r["retried"], r["failed"]) == ("1", "1", "0")
+    # one host at a time streams at its link; eight share the uplink at a quarter of that
+    assert float(r["image_p50_s"]) == pytest.approx(4 * GIB * 8 / 10e9, rel=0.01)
+    assert float(r["oversubscribed_image_p50_s"]) == pytest.approx(
+        4 * float(r["image_p50_s"]), rel=0.01)
+    assert float(r["gated_image_p50_s"]) == pytest.approx(float(r["image_p50_s"]), rel=0.01)
+    assert "[planned] 1 hosts deploying at once (20 Gb/s uplink" in proc.stdout
+    if lab:
+        assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
+        assert "lab_1_s" not in r
