@@ -27,6 +27,7 @@ import os
 import resource
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -74,6 +75,7 @@ class RunFigures:
     image_p50_s: float
     image_p95_s: float
     bmc_s_per_host: float
+    host_p50_s: float
     queue_p50_s: float
     requests_per_host: float
     peak_streams: int
@@ -123,14 +125,26 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
                                seed=args.seed, transfer_slots=transfer_slots, boot_s=args.boot_s)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
-    runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing),
-                        reporter=Pacer(clock, label, len(site.hosts)),
+    pacer = Pacer(clock, label, len(site.hosts))
+    runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
                         options=RackOptions(max_parallel=parallel, configure=False,
                                             wait_ssh=False))
     # the clock must know the pool the runner will use, to wait while workers pick up hosts
     clock.pool(len(site.hosts), runner.wave_plan(len(site.hosts)).size)
+
+    def interrupted(signum: int, frame: object) -> None:
+        # the runner's pool finishes every host before it returns: make them fail fast, so
+        # that the farm's processes are stopped on the way out
+        clock.abort(f"interrupted by signal {signum}")
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     start = time.monotonic()
-    result = runner.run(site.hosts)
+    try:
+        result = runner.run(site.hosts)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     wall = time.monotonic() - start
     store.close()
     if result.wave.bound_s is None:
@@ -153,6 +167,7 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         image_p50_s=statistics.median(first_images) if first_images else 0.0,
         image_p95_s=pct(first_images, 0.95),
         bmc_s_per_host=sum(timing.seconds.values()) / n,
+        host_p50_s=statistics.median(pacer.turnaround.values()) if pacer.turnaround else 0.0,
         queue_p50_s=statistics.median(backend.stats.queued.values()) if backend.stats.queued
         else 0.0,
         requests_per_host=sum(requests) / n,
@@ -177,7 +192,9 @@ def print_run(f: RunFigures) -> None:
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} used while busy")
     if f.transfer_slots:
         print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50")
-    print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   discover + PXE/cycle + disk/cycle")
+    print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   login/discover, PXE + cycle, "
+          "off + disk + on")
+    print(f"  one host, start->end  {f.host_p50_s:9.1f} s   p50")
     print(f"  Redfish requests      {f.requests_per_host:9.1f}     per host (all attempts)")
     print(f"  hosts                 {f.ok} ok, {f.failed} failed, {f.retried} retried "
           f"({f.injected} injected failures)")
@@ -325,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{f.label}_makespan_s"] = f"{f.makespan_s:.0f}"
         fields[f"{f.label}_ratio"] = f"{f.ratio:.2f}"
         fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.2f}"
+        fields[f"{f.label}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))
@@ -332,4 +350,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted: the hosts in flight failed, the BMC farm is stopped", file=sys.stderr)
+        sys.exit(130)

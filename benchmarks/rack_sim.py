@@ -233,8 +233,9 @@ class Pacer:
 
     def __init__(self, clock: VirtualClock, label: str, total: int) -> None:
         self.clock, self.label, self.total = clock, label, total
-        self._started: set[str] = set()
+        self._started: dict[str, float] = {}
         self._finished: set[str] = set()
+        self.turnaround: dict[str, float] = {}  # host -> simulated seconds, first to last phase
         self._lock = threading.Lock()
         self._wall = time.monotonic()
 
@@ -242,10 +243,12 @@ class Pacer:
         """Start the host on its first phase; end it on done/failed (the runner may say both)."""
         with self._lock:
             first = host not in self._started
-            self._started.add(host)
+            if first:
+                self._started[host] = self.clock.now
             last = phase in ("done", "failed") and host not in self._finished
             if last:
                 self._finished.add(host)
+                self.turnaround[host] = self.clock.now - self._started[host]
                 done = len(self._finished)
         if first:
             self.clock.start_actor()

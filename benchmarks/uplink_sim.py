@@ -54,6 +54,15 @@ class VirtualClock:
         self._slots = 0
         self._started = 0
         self._active = 0
+        self._waiters: dict[int, Waiter] = {}
+        self._aborted = ""
+
+    def abort(self, why: str) -> None:
+        """Wake every waiter with ClockStalled (an interrupted run), and all later ones too."""
+        with self.lock:
+            self._aborted = why
+            for waiter in self._waiters.values():
+                waiter.cond.notify()
 
     # -- actors -------------------------------------------------------------------------------
 
@@ -107,14 +116,20 @@ class VirtualClock:
         self._running -= 1
         self._advance()
         deadline = time.monotonic() + self.stall_s
-        while not waiter.released:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ClockStalled(
-                    f"simulated clock stuck at {self.now:.1f} s: {self._running} running, "
-                    f"{self._active} active of {self._total}, {len(self._timers)} timers"
-                )
-            waiter.cond.wait(left)
+        self._waiters[id(waiter)] = waiter
+        try:
+            while not waiter.released:
+                left = deadline - time.monotonic()
+                if self._aborted:
+                    raise ClockStalled(f"simulated clock stopped: {self._aborted}")
+                if left <= 0:
+                    raise ClockStalled(
+                        f"simulated clock stuck at {self.now:.1f} s: {self._running} running, "
+                        f"{self._active} active of {self._total}, {len(self._timers)} timers"
+                    )
+                waiter.cond.wait(left)
+        finally:
+            del self._waiters[id(waiter)]
 
     def sleep(self, seconds: float) -> None:
         """Let ``seconds`` of simulated time pass for the calling actor (none: return at once)."""

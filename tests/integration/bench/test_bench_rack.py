@@ -7,8 +7,12 @@ checks its RESULT line.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -118,6 +122,20 @@ def parse_result(stdout: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in lines[0].split()[1:])
 
 
+def run_bench(args: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run benchmarks/rack.py; on timeout stop it and the emulator and proxy it started."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "rack.py"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"benchmark took over {timeout_s:.0f} s:\n{out}\n{err}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def lab_is_up() -> bool:
     status = subprocess.run([sys.executable, "-m", "provisioner.cli.main", "lab", "status"],
                             capture_output=True, text=True, check=False, cwd=REPO)
@@ -129,12 +147,8 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
     # 20 Gb/s uplink: the planner runs 1 host at a time; 8 at once saturate the uplink.
     # --lab only where no lab is up: then it must skip with a message, not deploy anything.
     lab = [] if lab_is_up() else ["--lab"]
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "rack.py"), "--hosts", "8",
-         "--uplink-gbps", "20", "--max-parallel", "8", "--fail-rate", "0.1", "--retries", "1",
-         *lab],
-        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path,
-    )
+    proc = run_bench(["--hosts", "8", "--uplink-gbps", "20", "--max-parallel", "8",
+                      "--fail-rate", "0.1", "--retries", "1", *lab], tmp_path, 900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = parse_result(proc.stdout)
     assert r["hosts"] == "8" and r["wave"] == "1"
@@ -152,3 +166,27 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
     if lab:
         assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
         assert "lab_1_s" not in r
+
+
+def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
+    err = tmp_path / "stderr"
+    with err.open("w") as errf:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "benchmarks" / "rack.py"), "--hosts", "32",
+             "--max-parallel", "0"],
+            stdout=subprocess.DEVNULL, stderr=errf, cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "BMCs up" not in err.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, err.read_text()
+            time.sleep(0.2)
+        time.sleep(1.0)  # hosts in flight
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130, err.read_text()
+        assert "interrupted: the hosts in flight failed" in err.read_text()
+        time.sleep(0.5)
+        with pytest.raises(ProcessLookupError):  # nothing left in its process group
+            os.killpg(proc.pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
