@@ -34,6 +34,7 @@ def _print_status(st: object) -> None:
     console.print(
         f"  namespace: {'yes' if st.netns_exists else 'no'}   uplink: {'yes' if st.uplink else 'no'}"
         f"   libvirtd: {'running' if st.libvirtd else 'not running'}"
+        f"   apt proxy: {st.apt_proxy or 'not running'}"
     )
     console.print(f"  site: {st.site or 'not generated'}")
     if st.hosts:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.exceptions import InputError, NotReady, SiteLocked
-from provisioner.lab import bmc, daemons, network, pki, sitegen, vms
+from provisioner.lab import aptproxy, bmc, daemons, network, pki, sitegen, vms
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
 
@@ -94,6 +94,7 @@ class LabStatus:
     uplink: bool
     libvirtd: bool
     site: str | None
+    apt_proxy: str | None = None  # its URL while it runs and answers
     hosts: list[HostStatus] = field(default_factory=list)
     netns_processes: dict[int, str] = field(default_factory=dict)
     knobs: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +107,7 @@ class LabStatus:
             and self.uplink
             and self.libvirtd
             and self.site is not None
+            and self.apt_proxy is not None
             and bool(self.hosts)
             and all(h.power != "Missing" and h.bmc_answers for h in self.hosts)
         )
@@ -208,6 +210,7 @@ def _up(plan: LabPlan) -> None:
     network.ensure_namespace(plan)
     for host in plan.lab_hosts:
         network.ensure_host_links(plan, host)
+    aptproxy.ensure(plan)  # listens on the uplink's root end, which exists from here on
     ca_cert, ca_key = pki.ensure_ca(plan.pki_dir, plan.netns)
     ssh_key, ssh_pub = pki.ensure_ssh_key(plan.ssh_dir, f"provisioner-lab-{plan.netns}")
     with vms.connect(plan.libvirt_uri) as conn:
@@ -257,6 +260,9 @@ def status(plan: LabPlan | None = None) -> LabStatus:
     )
     if not manifest:
         return st
+    proxy = aptproxy.apt_proxy(plan)
+    if aptproxy.running_pid(proxy) is not None and aptproxy.answers(proxy):
+        st.apt_proxy = proxy.url
     powers: dict[str, str] = {}
     if st.libvirtd:
         with vms.connect(plan.libvirt_uri) as conn:
@@ -365,6 +371,9 @@ def _down(plan: LabPlan) -> DownReport:
         pid = bmc.stop_bmc(plan, host)
         if pid is not None:
             report.killed_pids.append(pid)
+    pid = aptproxy.stop(plan)
+    if pid is not None:
+        report.killed_pids.append(pid)
     teardown = network.remove_networks(plan)
     report.killed_pids += teardown.killed_pids
     report.netns = teardown.netns_removed
@@ -386,7 +395,7 @@ def _down(plan: LabPlan) -> DownReport:
 
 
 _STATE_ENTRY = re.compile(
-    r"^(manifest\.(json|tmp)|disks|pki|ssh|deploy|bmc-\d\d(\.password)?|lab-host\d\d)$"
+    r"^(manifest\.(json|tmp)|disks|pki|ssh|deploy|aptproxy|bmc-\d\d(\.password)?|lab-host\d\d)$"
 )
 
 

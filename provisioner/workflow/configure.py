@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import fcntl
+import hashlib
+import hmac
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.exceptions import NotReady
+from provisioner.inventory.loader import load_site
+from provisioner.inventory.model import Site
 
 RECAP_RE = re.compile(
     r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
@@ -55,6 +62,111 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+@dataclass(frozen=True)
+class KeyTarget:
+    """Where Ansible (and `provision health`) reach one host over SSH."""
+
+    host: str
+    address: str
+    port: int = 22
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The host's name as ssh writes it in known_hosts."""
+        return self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+
+
+def known_hosts_file(site: Site) -> Path:
+    """The known_hosts file the site's SSH clients share (settings.health.known_hosts)."""
+    known = site.settings.health.get("known_hosts") if site.settings.health else None
+    return site.resolve_path(str(known)) if known else Path.home() / ".ssh" / "known_hosts"
+
+
+def key_targets(site: Site, hosts: Sequence[str]) -> list[KeyTarget]:
+    """The SSH address and port of each named host, as the inventory plugin hands them to Ansible."""
+    targets = []
+    for name in hosts:
+        host = site.host(name)
+        address = host.vars.get("ansible_host") or host.addresses.get("provisioning")
+        if address is None:
+            continue  # Ansible will use the name itself; nothing to pin by address
+        port = int(host.vars.get("ansible_port") or 22)
+        targets.append(KeyTarget(name, str(address), port))
+    return targets
+
+
+def _entry_names(field: str, name: str) -> bool:
+    """Whether the host field of a known_hosts line names ``name`` (plain or hashed)."""
+    for item in field.split(","):
+        if item.startswith("|1|"):
+            try:
+                _, _, salt, digest = item.split("|")
+                mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
+            except ValueError:
+                continue
+            if hmac.compare_digest(base64.b64encode(mac).decode(), digest):
+                return True
+        elif item == name:
+            return True
+    return False
+
+
+def replace_known_hosts(path: Path, scanned: dict[str, list[str]]) -> None:
+    """Drop every line for the scanned names from ``path`` and add the scanned keys.
+
+    Other hosts' lines (and comments) stay as they are; the file is locked while it changes,
+    since parallel runs may pin their hosts into the same file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        kept = []
+        for line in fh.read().splitlines():
+            fields = line.split()
+            host_field = fields[1] if fields and fields[0].startswith("@") and len(fields) > 1 else (
+                fields[0] if fields else ""
+            )
+            if host_field and any(_entry_names(host_field, n) for n in scanned):
+                continue
+            kept.append(line)
+        for lines in scanned.values():
+            kept.extend(lines)
+        fh.seek(0)
+        fh.truncate()
+        fh.write("".join(f"{line}\n" for line in kept))
+
+
+def scan_host_key(target: KeyTarget, *, timeout_s: int = 10) -> list[str]:
+    """The host's public keys as known_hosts lines (ssh-keyscan), or [] when it gives none."""
+    argv = ["ssh-keyscan", "-T", str(timeout_s), "-p", str(target.port), target.address]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return [
+        line for line in res.stdout.splitlines() if line.strip() and not line.startswith("#")
+    ]
+
+
+def pin_host_keys(known_hosts: Path, targets: Sequence[KeyTarget]) -> list[str]:
+    """Record the current host keys of just-installed hosts; return one line per host without.
+
+    A fresh install generates new host keys, so the old entry for the address is stale by
+    construction. The keys are read right after the workflow reached the host over its
+    provisioning network (which it already trusted to install the host), and Ansible then
+    runs with strict checking against them: a host that changes keys mid-run is refused.
+    """
+    scanned: dict[str, list[str]] = {}
+    missing = []
+    for target in targets:
+        lines = scan_host_key(target)
+        if lines:
+            scanned[target.known_hosts_name] = lines
+        else:
+            missing.append(f"{target.host}: ssh-keyscan {target.known_hosts_name} returned no key")
+    if scanned:
+        replace_known_hosts(known_hosts, scanned)
+    return missing
+
+
 def run_playbook(
     site_path: Path,
     hosts: list[str],
@@ -62,8 +174,13 @@ def run_playbook(
     playbook: str = "playbooks/site.yml",
     log_file: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    pin_keys: bool = True,
 ) -> tuple[int, dict[str, HostRecap], str]:
-    """Run ``playbook`` against ``hosts`` of the site; return exit code, recaps and output."""
+    """Run ``playbook`` against ``hosts`` of the site; return exit code, recaps and output.
+
+    With ``pin_keys`` (the hosts were just installed) their new SSH host keys replace the old
+    ones in the site's known_hosts file first, and Ansible checks against that file.
+    """
     root = repo_root()
     exe = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which(
         "ansible-playbook"
@@ -71,10 +188,17 @@ def run_playbook(
     if exe is None:
         raise NotReady("ansible-playbook not found", hint="run ./scripts/install-deps")
     argv = [exe, "-i", str(site_path.parent), str(root / playbook), "--limit", ",".join(hosts)]
+    notes = ""
+    if pin_keys:
+        site = load_site(site_path)
+        known = known_hosts_file(site)
+        missing = pin_host_keys(known, key_targets(site, hosts))
+        notes = "".join(f"host key not pinned: {m}\n" for m in missing)
+        argv += ["--ssh-extra-args", f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"]
     argv += list(extra_args)
     env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     res = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
-    output = res.stdout + res.stderr
+    output = notes + res.stdout + res.stderr
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.write_text(output)
