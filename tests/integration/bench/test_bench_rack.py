@@ -142,7 +142,6 @@ def lab_is_up() -> bool:
     return status.returncode == 0
 
 
-@pytest.mark.slow
 def test_benchmark_small_rack(tmp_path: Path) -> None:
     # 20 Gb/s uplink: the planner runs 1 host at a time; 8 at once saturate the uplink.
     # --lab only where no lab is up: then it must skip with a message, not deploy anything.
