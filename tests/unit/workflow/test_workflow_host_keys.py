@@ -1,0 +1,107 @@
+"""site.yml after an install: the hosts' new SSH host keys are pinned, then checked strictly."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from provisioner.inventory import load_site
+from provisioner.lab import pki, sitegen
+from provisioner.lab.plan import LabPlan
+from provisioner.workflow import configure
+from provisioner.workflow.configure import KeyTarget, known_hosts_file, replace_known_hosts
+
+OLD = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOL"
+NEW = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINEWNEWNEWNEWNEWNEWNEWNEWNEWNEWNEWNEWNEWNEW"
+OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOTHEROTHEROTHEROTHEROTHEROTHEROTHEROTHERO"
+
+
+@pytest.fixture
+def lab_site(tmp_path: Path) -> LabPlan:
+    plan = LabPlan(netns="plabk", state_dir=tmp_path / "state", inventory_dir=tmp_path)
+    ca_cert, _ = pki.ensure_ca(plan.pki_dir, plan.netns)
+    key, pub = pki.ensure_ssh_key(plan.ssh_dir, "lab")
+    for host in plan.lab_hosts:
+        pki.ensure_password(plan.password_file(host))
+    doc = sitegen.site_document(plan, ssh_public_key=pub, ssh_private_key=key)
+    sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
+    return plan
+
+
+def test_stale_entries_go_plain_or_hashed_and_others_stay(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        f"10.0.0.1 {OLD}\n"
+        f"10.0.0.2 {OTHER}\n"
+        f"[10.0.0.1]:2222 {OTHER}\n"
+        f"10.0.0.10,10.0.0.1 {OTHER}\n"
+        "# a comment\n"
+    )
+    # ssh-keygen -H hashes every name, as HashKnownHosts=yes would have written them.
+    subprocess.run(["ssh-keygen", "-H", "-f", str(known)], check=True, capture_output=True)
+    replace_known_hosts(known, {"10.0.0.1": [f"10.0.0.1 {NEW}"]})
+    lines = known.read_text().splitlines()
+    assert lines[-1] == f"10.0.0.1 {NEW}"
+    assert sum(OLD in line for line in lines) == 0
+    # 10.0.0.2, port 2222 and 10.0.0.10 are other hosts (-H split the two-name line in two)
+    assert sum(OTHER in line for line in lines) == 3
+    assert "# a comment" in lines
+    found = subprocess.run(
+        ["ssh-keygen", "-F", "10.0.0.1", "-f", str(known)], capture_output=True, text=True
+    )
+    assert NEW.split()[1] in found.stdout and OLD.split()[1] not in found.stdout
+
+
+def test_first_pin_creates_the_file(tmp_path):
+    known = tmp_path / "ssh" / "known_hosts"
+    replace_known_hosts(known, {"[10.0.0.5]:2200": [f"[10.0.0.5]:2200 {NEW}"]})
+    assert known.read_text() == f"[10.0.0.5]:2200 {NEW}\n"
+    assert KeyTarget("h", "10.0.0.5", 2200).known_hosts_name == "[10.0.0.5]:2200"
+    assert KeyTarget("h", "10.0.0.5").known_hosts_name == "10.0.0.5"
+
+
+def test_targets_are_the_addresses_ansible_uses(lab_site):
+    site = load_site("lab", inventory_dir=lab_site.inventory_dir)
+    targets = configure.key_targets(site, ["lab-host02"])
+    assert targets == [KeyTarget("lab-host02", str(site.host("lab-host02").addresses["provisioning"]))]
+    assert known_hosts_file(site) == lab_site.ssh_dir / "known_hosts"
+
+
+def test_playbook_runs_strictly_against_the_pinned_keys(lab_site, tmp_path, monkeypatch):
+    site = load_site("lab", inventory_dir=lab_site.inventory_dir)
+    addr = str(site.host("lab-host01").addresses["provisioning"])
+    known = lab_site.ssh_dir / "known_hosts"
+    known.write_text(f"{addr} {OLD}\n")
+    scanned: list[KeyTarget] = []
+
+    def fake_scan(target: KeyTarget, *, timeout_s: int = 10) -> list[str]:
+        scanned.append(target)
+        return [f"{target.address} {NEW}"] if target.host == "lab-host01" else []
+
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure, "scan_host_key", fake_scan)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    code, recaps, output = configure.run_playbook(site.path, ["lab-host01", "lab-host02"])
+    assert code == 0 and recaps == {}
+    assert [t.host for t in scanned] == ["lab-host01", "lab-host02"]
+    assert known.read_text() == f"{addr} {NEW}\n"
+    assert output.startswith("host key not pinned: lab-host02: ssh-keyscan ")
+    argv = output.splitlines()
+    i = argv.index("--ssh-extra-args")
+    assert argv[i + 1] == f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"
+    assert argv[argv.index("--limit") + 1] == "lab-host01,lab-host02"
+
+
+def test_no_pinning_when_asked(lab_site, tmp_path, monkeypatch):
+    site = load_site("lab", inventory_dir=lab_site.inventory_dir)
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    monkeypatch.setattr(configure, "scan_host_key", lambda *_a, **_k: pytest.fail("scanned"))
+    _, _, output = configure.run_playbook(site.path, ["lab-host01"], pin_keys=False)
+    assert "--ssh-extra-args" not in output.splitlines()
