@@ -5,7 +5,10 @@
 # Only the chosen disk is written: data disks are never touched.
 set -u
 . "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS
-LOG=/tmp/deploy.log
+LOG=${DEPLOY_LOG:-/tmp/deploy.log}
+DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
+TMP=${TMPDIR:-/tmp}
+SYS=${SYSFS:-/sys}
 : > "$LOG"
 log() { echo "deploy: $*" | tee -a "$LOG"; }
 post() {
@@ -16,50 +19,51 @@ fail() {
   log "FAILED: $*"
   post failed "$LOG"
   echo "deploy: reported the failure; waiting for the orchestrator to power this host off"
+  [ -n "${DEPLOY_NO_SHELL:-}" ] && exit 1   # tests: no console to hand over
   exec setsid cttyhack sh
 }
 partdev() { case "$1" in *[0-9]) echo "/dev/${1}p$2" ;; *) echo "/dev/$1$2" ;; esac; }
 wait_dev() { i=0; while [ ! -b "$1" ] && [ "$i" -lt 50 ]; do sleep 0.2; i=$((i + 1)); done; [ -b "$1" ]; }
 
-echo "ramdisk up: $(uname -r)" > /tmp/started
-post started /tmp/started
+echo "ramdisk up: $(uname -r)" > $TMP/started
+post started $TMP/started
 
 # shellcheck disable=SC2086 # HINT_ARGS is a pre-quoted argument list
 eval "set -- $HINT_ARGS"
-disk=$(sh /pick-disk.sh "$@" 2>/tmp/pick.err) || { cat /tmp/pick.err >> "$LOG"; fail "$(head -1 /tmp/pick.err)"; }
-cat /tmp/pick.err >> "$LOG"
-log "root disk: /dev/$disk ($(cat /sys/block/$disk/size) sectors)"
+disk=$(sh "${PICK_DISK:-/pick-disk.sh}" "$@" 2>$TMP/pick.err) || { cat $TMP/pick.err >> "$LOG"; fail "$(head -1 $TMP/pick.err)"; }
+cat $TMP/pick.err >> "$LOG"
+log "root disk: /dev/$disk ($(cat "$SYS/block/$disk/size") sectors)"
 
 log "streaming $IMAGE_URL to /dev/$disk"
-rm -f /tmp/sum.fifo; mkfifo /tmp/sum.fifo
-sha256sum < /tmp/sum.fifo > /tmp/sum &
+rm -f $TMP/sum.fifo; mkfifo $TMP/sum.fifo
+sha256sum < $TMP/sum.fifo > $TMP/sum &
 hasher=$!
 set -o pipefail
-if ! wget -q -O - "$IMAGE_URL" | tee /tmp/sum.fifo | dd of="/dev/$disk" bs=4M conv=fsync 2>>"$LOG"; then
+if ! wget -q -O - "$IMAGE_URL" | tee $TMP/sum.fifo | dd of="$DEV/$disk" bs=4M iflag=fullblock conv=fsync 2>>"$LOG"; then
   wait "$hasher"
   fail "download or write of the image failed"
 fi
 set +o pipefail
 wait "$hasher"
-got=$(cut -d' ' -f1 /tmp/sum)
+got=$(cut -d' ' -f1 $TMP/sum)
 if [ "$got" != "$IMAGE_SHA256" ]; then
   # a corrupt image must never boot: clear its partition table
-  dd if=/dev/zero of="/dev/$disk" bs=1M count=1 conv=fsync 2>/dev/null
+  dd if=/dev/zero of="$DEV/$disk" bs=1M count=1 conv=fsync 2>/dev/null
   fail "image sha256 mismatch: expected $IMAGE_SHA256, got $got"
 fi
 log "sha256 verified: $got"
 
-blockdev --rereadpt "/dev/$disk" 2>>"$LOG"
+blockdev --rereadpt "$DEV/$disk" 2>>"$LOG"
 if [ -z "${ROOT_PART:-}" ]; then
-  ROOT_PART=$(sfdisk -d "/dev/$disk" | sed -n 's|^/dev/[^ ]*[^0-9]\([0-9][0-9]*\) :.*|\1|p' | tail -1)
+  ROOT_PART=$(sfdisk -d "$DEV/$disk" | sed -n 's|^/dev/[^ ]*[^0-9]\([0-9][0-9]*\) :.*|\1|p' | tail -1)
 fi
 [ -n "$ROOT_PART" ] || fail "the image on /dev/$disk has no partition table"
-if sfdisk -d "/dev/$disk" | grep -q '^label: gpt'; then
-  sfdisk --relocate gpt-bak-std "/dev/$disk" >>"$LOG" 2>&1
+if sfdisk -d "$DEV/$disk" | grep -q '^label: gpt'; then
+  sfdisk --relocate gpt-bak-std "$DEV/$disk" >>"$LOG" 2>&1
 fi
-echo ", +" | sfdisk --no-reread --no-tell-kernel -N "$ROOT_PART" "/dev/$disk" >>"$LOG" 2>&1 \
+echo ", +" | sfdisk --no-reread --no-tell-kernel -N "$ROOT_PART" "$DEV/$disk" >>"$LOG" 2>&1 \
   || fail "growing partition $ROOT_PART of /dev/$disk failed"
-blockdev --rereadpt "/dev/$disk" 2>>"$LOG"
+blockdev --rereadpt "$DEV/$disk" 2>>"$LOG"
 [ -x /lib/systemd/systemd-udevd ] && udevadm settle --timeout=30
 root=$(partdev "$disk" "$ROOT_PART")
 wait_dev "$root" || fail "$root did not appear after re-reading the partition table"
