@@ -123,6 +123,20 @@ def test_lab_traffic_has_no_way_out_of_the_machine(lab):
             assert info["addr_info"] == []
 
 
+def test_apt_proxy_serves_the_debian_archive_to_the_lab_and_nothing_else(lab):
+    """From inside the namespace (where the VMs' traffic goes), as apt on a VM would."""
+    proxy = f"http://{lab.host_uplink_address}:3142"
+    assert load_site("lab").settings.apt_proxy == proxy
+
+    def fetch(url: str) -> str:
+        argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", proxy, "-m", "60", url]
+        return subprocess.run(in_netns(argv, NETNS), capture_output=True, text=True).stdout
+
+    assert fetch("http://deb.debian.org/debian/dists/bookworm/InRelease") == "200"
+    assert fetch("http://download.docker.com/linux/debian/gpg") == "403"
+    assert fetch("https://download.docker.com/linux/debian/gpg") == "000"  # no CONNECT
+
+
 def test_each_bmc_answers_redfish_over_tls_with_its_own_credentials(lab):
     for index in (1, 2):
         base, session = _bmc(lab, index)
@@ -283,6 +297,7 @@ def test_status_shows_vms_and_answering_bmcs(lab):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["up"] is True and doc["netns"] == NETNS
+    assert doc["apt_proxy"] == f"http://{lab.host_uplink_address}:3142"
     assert [(h["name"], h["power"], h["bmc_answers"]) for h in doc["hosts"]] == [
         ("lab-host01", "Off", True),
         ("lab-host02", "Off", True),
