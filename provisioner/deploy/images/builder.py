@@ -25,7 +25,7 @@ from provisioner.deploy.images.cache import (
 from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "5"
+BUILDER_VERSION = "6"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # debootstrap resolves no virtual packages: python3-cffi-backend provides what
 # python3-cryptography (pulled by cloud-init) needs, so it is named explicitly.
@@ -47,6 +47,7 @@ DEFAULT_PACKAGES = (
     "less",
 )
 BOOT_MB = 64
+SYSTEMD_BOOT = Path("/usr/lib/systemd/boot/efi/systemd-bootx64.efi")
 SECTOR = 512
 
 TRIM = (
@@ -139,20 +140,32 @@ def _chroot_setup(root: Path, root_uuid: str) -> str:
 
 
 def _boot_partition(root: Path, kver: str, root_uuid: str, work: Path) -> Path:
+    """A FAT partition that boots on both firmwares: SYSLINUX for BIOS, systemd-boot for UEFI."""
     boot = work / "boot.fat"
     run(["mkfs.vfat", "-n", "BOOT", "-C", boot, str(BOOT_MB * 1024)], what="making /boot (vfat)")
     run(["syslinux", "--install", boot], what="installing SYSLINUX")
-    cfg = work / "syslinux.cfg"
-    cfg.write_text(
-        "DEFAULT linux\nTIMEOUT 1\nPROMPT 0\nLABEL linux\n  LINUX /vmlinuz\n  INITRD /initrd.img\n"
-        f"  APPEND root=UUID={root_uuid} ro console=tty0 console=ttyS0,115200n8\n"
-    )
+    args = f"root=UUID={root_uuid} ro console=tty0 console=ttyS0,115200n8"
+    files = {
+        "syslinux.cfg": "DEFAULT linux\nTIMEOUT 1\nPROMPT 0\nLABEL linux\n"
+        f"  LINUX /vmlinuz\n  INITRD /initrd.img\n  APPEND {args}\n",
+        "loader.conf": "default provisioner.conf\ntimeout 0\n",
+        "provisioner.conf": f"title Debian\nlinux /vmlinuz\ninitrd /initrd.img\noptions {args}\n",
+    }
+    for name, text in files.items():
+        (work / name).write_text(text)
     shutil.copy(root / f"boot/vmlinuz-{kver}", work / "vmlinuz")
     shutil.copy(root / f"boot/initrd.img-{kver}", work / "initrd.img")
-    run(
-        ["mcopy", "-i", boot, work / "vmlinuz", work / "initrd.img", cfg, "::/"],
-        what="copying the kernel to /boot",
-    )
+    fat = ["-i", str(boot)]
+    run(["mmd", *fat, "::/EFI", "::/EFI/BOOT", "::/loader", "::/loader/entries"], what="/boot dirs")
+    for src, dst in (
+        (work / "vmlinuz", "::/vmlinuz"),
+        (work / "initrd.img", "::/initrd.img"),
+        (work / "syslinux.cfg", "::/syslinux.cfg"),
+        (SYSTEMD_BOOT, "::/EFI/BOOT/BOOTX64.EFI"),
+        (work / "loader.conf", "::/loader/loader.conf"),
+        (work / "provisioner.conf", "::/loader/entries/provisioner.conf"),
+    ):
+        run(["mcopy", *fat, src, dst], what=f"copying {dst} to /boot")
     return boot
 
 
@@ -166,7 +179,7 @@ def _assemble(boot: Path, rootfs: Path, disk: Path) -> None:
         f.truncate(total * SECTOR)
     layout = (
         "label: dos\n"
-        f"start={boot_start}, size={boot_sectors}, type=c, bootable\n"
+        f"start={boot_start}, size={boot_sectors}, type=ef, bootable\n"
         f"start={root_start}, size={root_sectors}, type=83\n"
     )
     run(
@@ -198,7 +211,16 @@ def build_lab_image(recipe: ImageRecipe | None = None) -> BuiltImage:
     key = recipe_key({"v": BUILDER_VERSION, **asdict(recipe)})
     with build_slot("images", key) as (out, done):
         if not done:
-            require_tools("debootstrap", "mkfs.ext4", "mkfs.vfat", "syslinux", "mcopy", "sfdisk")
+            require_tools(
+                "debootstrap",
+                "mkfs.ext4",
+                "mkfs.vfat",
+                "syslinux",
+                "mcopy",
+                "mmd",
+                "sfdisk",
+                str(SYSTEMD_BOOT),
+            )
             _build(recipe, out)
         m = read_manifest(out)
     return BuiltImage(

@@ -17,7 +17,7 @@ import pytest
 
 from provisioner.deploy.images import builder
 
-TOOLS = ("mkfs.vfat", "syslinux", "mcopy", "mtype", "sfdisk", "mkfs.ext4", "dumpe2fs")
+TOOLS = ("mkfs.vfat", "syslinux", "mcopy", "mmd", "mtype", "sfdisk", "mkfs.ext4", "dumpe2fs")
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_disk_assembly(fake_root: Path, tmp_path: Path) -> None:
     )["partitiontable"]
     assert table["label"] == "dos"
     p1, p2 = table["partitions"]
-    assert p1["type"] == "c" and p1.get("bootable") is True and p1["start"] == 2048
+    assert p1["type"] == "ef" and p1.get("bootable") is True and p1["start"] == 2048
     assert p2["type"] == "83" and p2["start"] == p1["start"] + p1["size"]
     data = disk.read_bytes()
     assert data[510:512] == b"\x55\xaa"
@@ -96,6 +96,12 @@ def test_disk_assembly(fake_root: Path, tmp_path: Path) -> None:
     fat = f"{disk}@@{p1['start'] * 512}"
     cfg = subprocess.run(["mtype", "-i", fat, "::/syslinux.cfg"], capture_output=True, text=True, check=True).stdout
     assert f"root=UUID={root_uuid}" in cfg and "console=ttyS0" in cfg
-    listing = subprocess.run(["mdir", "-a", "-b", "-i", fat, "::/"], capture_output=True, text=True, check=True).stdout
-    for name in ("VMLINUZ", "INITRD.IMG", "LDLINUX.SYS", "LDLINUX.C32"):
+    listing = subprocess.run(["mdir", "-a", "-b", "-/", "-i", fat, "::/"], capture_output=True, text=True, check=True).stdout
+    for name in ("VMLINUZ", "INITRD.IMG", "LDLINUX.SYS", "LDLINUX.C32", "EFI/BOOT/BOOTX64.EFI"):
         assert name in listing.upper()
+    # and systemd-boot for UEFI, with the same kernel command line
+    entry = subprocess.run(
+        ["mtype", "-i", fat, "::/loader/entries/provisioner.conf"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"options root=UUID={root_uuid}" in entry and "linux /vmlinuz" in entry
