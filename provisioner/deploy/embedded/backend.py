@@ -293,9 +293,11 @@ class EmbeddedBackend(DeployBackend):
                 log=self._log_of(session) or (f"hint: {exc.hint}\n" if exc.hint else ""),
             )
         finally:
-            if session is not None:
-                self.dnsmasq.remove(session.mac)
-                self.server.unregister(name)
+            # close() may already have run (an interrupted run): then there is nothing to undo
+            dnsmasq, server = self.dnsmasq, self.server
+            if session is not None and dnsmasq is not None and server is not None:
+                dnsmasq.remove(session.mac)
+                server.unregister(name)
 
     @staticmethod
     def _log_of(session: HostSession | None) -> str:
