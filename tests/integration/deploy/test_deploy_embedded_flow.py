@@ -305,3 +305,73 @@ def test_settings_errors_name_the_key(tmp_path: Path, netns: str) -> None:
     site = load_site(site_file(tmp_path, netns, extra="    bogus_key: 1\n"))
     with pytest.raises(InventoryError, match=r"\[settings.embedded.bogus_key\]"):
         embedded_settings(site)
+
+
+class InstallerBMC(RamdiskBMC):
+    """A host that, PXE-booted, runs "Ubuntu's installer": it reads the autoinstall user-data
+    the way subiquity's NoCloud source does and reports through its callback commands."""
+
+    def _ramdisk(self) -> None:
+        import re
+
+        import yaml
+
+        script = requests.get(f"{self.base}/ipxe/{MAC.replace(':', '-')}", timeout=5).text
+        self.seen["ipxe"] = script
+        seed = re.search(r"ds=nocloud-net;s=(\S+)", script)
+        assert seed is not None
+        text = requests.get(f"{seed.group(1)}user-data", timeout=5).text
+        meta = requests.get(f"{seed.group(1)}meta-data", timeout=5).text
+        self.seen["user-data"] = text
+        self.seen["meta-data"] = meta
+        ai = yaml.safe_load(text)["autoinstall"]
+        token = re.search(r"Bearer (\S+)'", ai["early-commands"][0])
+        assert token is not None
+        hdr = {"Authorization": f"Bearer {token.group(1)}"}
+        cb = f"{self.base}/callback/{self.host}"
+        requests.post(f"{cb}/started", data="installer started", headers=hdr, timeout=5)
+        requests.post(f"{cb}/finished", data="subiquity: done", headers=hdr, timeout=5)
+        self.state = PowerState.OFF  # shutdown: poweroff
+
+    def _installed_os(self) -> None:
+        import yaml
+
+        ud = yaml.safe_load(self.seen["user-data"])["autoinstall"]["user-data"]
+        requests.post(ud["phone_home"]["url"], data={"instance_id": "x"}, timeout=5)
+
+
+AUTOINSTALL = """\
+    autoinstall:
+      kernel_url: http://10.0.0.9/noble/vmlinuz
+      initrd_url: http://10.0.0.9/noble/initrd
+      iso_url: http://10.0.0.9/noble/live-server.iso
+"""
+
+
+def test_autoinstall_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
+    site = load_site(site_file(tmp_path, netns, extra=AUTOINSTALL))
+    req = DeployRequest(host=site.host("flow01"), mac=MAC, method="autoinstall", timeout_s=30)
+    backend.prepare(site, [req])
+    assert backend.server is not None and backend.image is None  # no image is prepared for it
+    bmc = InstallerBMC(f"http://127.0.0.1:{backend.server.port}", "flow01", "ok")
+    req.bmc = bmc
+    out = backend.deploy(req, lambda *a: None)
+    for t in bmc.threads:
+        t.join(10)
+    assert out.ok, out.reason
+    assert "kernel http://10.0.0.9/noble/vmlinuz" in bmc.seen["ipxe"]
+    assert "url=http://10.0.0.9/noble/live-server.iso autoinstall" in bmc.seen["ipxe"]
+    assert "local-hostname: flow01" in bmc.seen["meta-data"]
+    assert "serial: '*FLOW-ROOT'" in bmc.seen["user-data"]
+    assert bmc.actions == ["boot:Pxe", "cycle", "boot:Hdd", "on"]
+
+
+def test_autoinstall_needs_its_settings(backend: EmbeddedBackend, tmp_path: Path, netns: str) -> None:
+    site = load_site(site_file(tmp_path, netns))
+    req = DeployRequest(host=site.host("flow01"), mac=MAC, method="autoinstall", timeout_s=30)
+    backend.prepare(site, [req])
+    req.bmc = RamdiskBMC("http://127.0.0.1:1", "flow01", "silent")
+    out = backend.deploy(req, lambda *a: None)
+    assert not out.ok
+    assert "settings.embedded.autoinstall" in out.reason
+    assert req.bmc.actions == []  # refused before touching the host
