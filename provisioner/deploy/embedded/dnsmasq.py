@@ -174,7 +174,8 @@ def parse_ignored(log_text: str) -> set[str]:
 
 
 def _die_with_parent() -> None:
-    # Linux: dnsmasq must not outlive a crashed or killed `provision` and keep answering DHCP
+    # Linux: dnsmasq must not outlive a crashed or killed `provision` and keep answering DHCP.
+    # The signal follows the *thread* that started it: call start() from a long-lived thread.
     import ctypes
 
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -155,3 +155,37 @@ def test_command_helpers() -> None:
     with pytest.raises(DeployError, match="did not finish within"):
         run(["sleep", "5"], what="testing", timeout=0.2)
     assert run(["echo", "hi"], what="testing") == "hi\n"
+
+
+def test_image_build_entry_point(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from provisioner.deploy.images import __main__ as entry
+    from provisioner.deploy.images.builder import BuiltImage, ImageRecipe
+
+    seen: list[ImageRecipe] = []
+
+    def fake(recipe: ImageRecipe) -> BuiltImage:
+        seen.append(recipe)
+        return BuiltImage(Path("/c/disk.qcow2"), "qcow2", "ab" * 32, 123, 2, "6.1.0-9")
+
+    monkeypatch.setattr(entry, "build_lab_image", fake)
+    assert entry.main(["--format", "qcow2"]) == 0
+    assert seen[0].format == "qcow2"
+    out = json.loads(capsys.readouterr().out)
+    assert out == {
+        "url": "/c/disk.qcow2",
+        "format": "qcow2",
+        "sha256": "ab" * 32,
+        "size_bytes": 123,
+        "kernel": "6.1.0-9",
+    }
+
+    def broken(recipe: ImageRecipe) -> BuiltImage:
+        raise NotReady("missing tools: debootstrap")
+
+    monkeypatch.setattr(entry, "build_lab_image", broken)
+    assert entry.main([]) == 5
+    assert "missing tools: debootstrap" in capsys.readouterr().err
