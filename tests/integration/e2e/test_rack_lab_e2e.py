@@ -250,8 +250,19 @@ def _mac_of(lab: Lab, host: str) -> str:
 
 
 def _pxe_boot_untargeted(lab: Lab, host: str) -> None:
-    lab.provision("boot", "pxe", host)
-    lab.provision("power", "cycle", host)
+    # The re-image holds the site's orchestrator lock, so `provision boot/power` are refused
+    # (exit 4) meanwhile; drive the BMC directly, like someone at its web console would.
+    from provisioner.bmc.base import BootTarget, PowerAction
+    from provisioner.bmc.factory import open_bmc
+    from provisioner.inventory import load_site
+
+    site = load_site(lab.site_dir)
+    bmc = open_bmc(site, site.host(host))
+    try:
+        bmc.set_boot(BootTarget.PXE)
+        bmc.power(PowerAction.CYCLE)
+    finally:
+        bmc.close()
     # give its iPXE time to send a few DHCPDISCOVERs while the re-image runs
     log = lab.dnsmasq_log()
     mac = _mac_of(lab, host)
