@@ -192,7 +192,7 @@ def print_run(f: RunFigures) -> None:
     print(f"  makespan / bound      {f.ratio:9.2f}")
     print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
-          f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} used while busy")
+          f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
     if f.transfer_slots:
         print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50")
     print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   login/discover, PXE + cycle, "
