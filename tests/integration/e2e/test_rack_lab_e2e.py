@@ -26,13 +26,15 @@ from pathlib import Path
 import pytest
 
 from provisioner.deploy.embedded.dnsmasq import parse_ignored, parse_offers
+from provisioner.lab.network import free_slot
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
-NETNS = "provle2e"
-SLOT = "3"
+# A lab of its own (namespace, address slot, inventory and state dirs), so the test never
+# touches a lab a person is using, and two runs on one machine do not collide.
+NETNS = f"pe2e{os.getpid() % 10000}"
 BAD_SERIAL = "NO-SUCH-DISK-SERIAL"
 MARKER = "provisioner-e2e-marker: data disks survive re-image"
 
@@ -53,7 +55,7 @@ class Lab:
         self.env = {
             **os.environ,
             "PROVISIONER_LAB_NETNS": NETNS,
-            "PROVISIONER_LAB_SLOT": SLOT,
+            "PROVISIONER_LAB_SLOT": str(free_slot(NETNS)),
             "PROVISIONER_INVENTORY": str(tmp / "inventory"),
             "PROVISIONER_STATE_DIR": str(tmp / "state"),
             "PROVISIONER_SITE": "lab",
