@@ -95,7 +95,11 @@ def config_text(proxy: AptProxy) -> str:
     security = f"{parts.scheme}://{parts.netloc}{parts.path}-security/"
     prefixes = sorted({base, "deb.debian.org/debian", "ftp.debian.org/debian"})
     sec_prefixes = sorted(
-        {f"{base}-security", "deb.debian.org/debian-security", "security.debian.org/debian-security"}
+        {
+            f"{base}-security",
+            "deb.debian.org/debian-security",
+            "security.debian.org/debian-security",
+        }
     )
     return (
         f"# written by `provision lab up` for {proxy.url}; rewritten on every `lab up`\n"

@@ -19,6 +19,8 @@ from provisioner.exceptions import NotReady
 from provisioner.inventory.loader import load_site
 from provisioner.inventory.model import Site
 
+CONNECT_TIMEOUT_S = 60
+
 RECAP_RE = re.compile(
     r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
     r"\s+failed=(?P<failed>\d+)"
@@ -52,7 +54,11 @@ def parse_recap(output: str) -> dict[str, HostRecap]:
             m = RECAP_RE.match(line.strip())
             if m:
                 recaps[m["host"]] = HostRecap(
-                    m["host"], int(m["ok"]), int(m["changed"]), int(m["unreachable"]), int(m["failed"])
+                    m["host"],
+                    int(m["ok"]),
+                    int(m["changed"]),
+                    int(m["unreachable"]),
+                    int(m["failed"]),
                 )
     return recaps
 
@@ -124,8 +130,10 @@ def replace_known_hosts(path: Path, scanned: dict[str, list[str]]) -> None:
         kept = []
         for line in fh.read().splitlines():
             fields = line.split()
-            host_field = fields[1] if fields and fields[0].startswith("@") and len(fields) > 1 else (
-                fields[0] if fields else ""
+            host_field = (
+                fields[1]
+                if fields and fields[0].startswith("@") and len(fields) > 1
+                else (fields[0] if fields else "")
             )
             if host_field and any(_entry_names(host_field, n) for n in scanned):
                 continue
@@ -137,13 +145,21 @@ def replace_known_hosts(path: Path, scanned: dict[str, list[str]]) -> None:
         fh.write("".join(f"{line}\n" for line in kept))
 
 
-def scan_host_key(target: KeyTarget, *, timeout_s: int = 10) -> list[str]:
-    """The host's public keys as known_hosts lines (ssh-keyscan), or [] when it gives none."""
+def scan_host_key(target: KeyTarget, *, timeout_s: int = 30, attempts: int = 3) -> list[str]:
+    """The host's public keys as known_hosts lines (ssh-keyscan), or [] when it gives none.
+
+    A host in its first minutes (cloud-init still running, a slow or emulated machine) can
+    miss ssh-keyscan's deadline once, although SSH just answered: hence the retries.
+    """
     argv = ["ssh-keyscan", "-T", str(timeout_s), "-p", str(target.port), target.address]
-    res = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return [
-        line for line in res.stdout.splitlines() if line.strip() and not line.startswith("#")
-    ]
+    for _ in range(attempts):
+        res = subprocess.run(argv, capture_output=True, text=True, check=False)
+        lines = [
+            line for line in res.stdout.splitlines() if line.strip() and not line.startswith("#")
+        ]
+        if lines:
+            return lines
+    return []
 
 
 def pin_host_keys(known_hosts: Path, targets: Sequence[KeyTarget]) -> list[str]:
@@ -197,6 +213,9 @@ def run_playbook(
         argv += ["--ssh-extra-args", f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"]
     argv += list(extra_args)
     env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    # Hosts seconds out of their first boot answer slowly (sudo took over Ansible's default
+    # 10 s on a fresh lab VM while cloud-init was finishing): allow a minute unless told.
+    env.setdefault("ANSIBLE_TIMEOUT", str(CONNECT_TIMEOUT_S))
     res = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
     output = notes + res.stdout + res.stderr
     if log_file is not None:

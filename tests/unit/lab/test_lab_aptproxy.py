@@ -119,7 +119,9 @@ def test_taken_port_is_an_error_not_a_deaf_daemon(tmp_path):
     with socket.socket() as holder:
         holder.bind((proxy.address, proxy.port))
         holder.listen()
-        with pytest.raises(LabAptProxyError, match=r"did not start on http://127\.0\.0\.1:\d+") as exc:
+        with pytest.raises(
+            LabAptProxyError, match=r"did not start on http://127\.0\.0\.1:\d+"
+        ) as exc:
             aptproxy._start(proxy)
     assert "Address already in use" in str(exc.value)
     assert aptproxy.running_pid(proxy) is None

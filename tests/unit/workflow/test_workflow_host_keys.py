@@ -65,7 +65,9 @@ def test_first_pin_creates_the_file(tmp_path):
 def test_targets_are_the_addresses_ansible_uses(lab_site):
     site = load_site("lab", inventory_dir=lab_site.inventory_dir)
     targets = configure.key_targets(site, ["lab-host02"])
-    assert targets == [KeyTarget("lab-host02", str(site.host("lab-host02").addresses["provisioning"]))]
+    assert targets == [
+        KeyTarget("lab-host02", str(site.host("lab-host02").addresses["provisioning"]))
+    ]
     assert known_hosts_file(site) == lab_site.ssh_dir / "known_hosts"
 
 
@@ -81,8 +83,9 @@ def test_playbook_runs_strictly_against_the_pinned_keys(lab_site, tmp_path, monk
         return [f"{target.address} {NEW}"] if target.host == "lab-host01" else []
 
     fake = tmp_path / "ansible-playbook"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" "timeout=$ANSIBLE_TIMEOUT"\n')
     fake.chmod(0o755)
+    monkeypatch.delenv("ANSIBLE_TIMEOUT", raising=False)
     monkeypatch.setattr(configure, "scan_host_key", fake_scan)
     monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
     code, recaps, output = configure.run_playbook(site.path, ["lab-host01", "lab-host02"])
@@ -94,6 +97,29 @@ def test_playbook_runs_strictly_against_the_pinned_keys(lab_site, tmp_path, monk
     i = argv.index("--ssh-extra-args")
     assert argv[i + 1] == f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"
     assert argv[argv.index("--limit") + 1] == "lab-host01,lab-host02"
+    assert argv[-1] == "timeout=60"  # fresh hosts answer slowly; the caller's setting wins
+
+
+def test_keyscan_retries_a_host_that_missed_the_deadline(monkeypatch):
+    calls: list[list[str]] = []
+
+    def fake_run(argv: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        out = "" if len(calls) < 2 else f"# 10.0.0.7:22 SSH-2.0-OpenSSH_9.2p1\n10.0.0.7 {NEW}\n"
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(configure.subprocess, "run", fake_run)
+    assert configure.scan_host_key(KeyTarget("h", "10.0.0.7")) == [f"10.0.0.7 {NEW}"]
+    assert calls[0] == ["ssh-keyscan", "-T", "30", "-p", "22", "10.0.0.7"] and len(calls) == 2
+    calls.clear()
+
+    def silent(argv: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 1, "", "")
+
+    monkeypatch.setattr(configure.subprocess, "run", silent)
+    assert configure.scan_host_key(KeyTarget("h", "10.0.0.7")) == []
+    assert len(calls) == 3
 
 
 def test_no_pinning_when_asked(lab_site, tmp_path, monkeypatch):
