@@ -35,6 +35,10 @@ def mlxfwmanager(argv: list[str]) -> int:
     if argv != ["--query"]:
         print(f"-E- mlxfwmanager (stand-in): unsupported arguments {argv}", file=sys.stderr)
         return 2
+    if Path("/var/lib/standin-mft/no-devices").exists():
+        # What MFT says on a host whose HCAs are gone (or never were).
+        print("-E- No devices found or specified, mst might be stopped, run 'mst start' to load MST modules")
+        return 1
     text = FIXTURE.read_text()
     for pci, version in burned().items():
         block_start = text.index(f"PCI Device Name:  {pci}")
