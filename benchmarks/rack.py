@@ -1,12 +1,12 @@
 """How long `provision rack` takes: a simulated 512-host rack, and optionally the virtual lab.
 
 Simulated rack: the real RackRunner (configure and SSH off) deploys N hosts whose BMCs are
-emulated (sushy-emulator, fake driver, one System per host, behind a TLS proxy on 127.100.x.y
-that delays every answer). Discovery, the one-time PXE override, the power cycles and the
-boot-from-disk override are real Redfish requests; only the image transfer is simulated, over
-an uplink shared fairly by the hosts streaming at once (benchmarks/uplink_sim.py). Time is
-scaled: ``--scale`` wall seconds per simulated second, and the proxy delays each BMC answer by
-``--bmc-latency x --scale`` wall seconds, so every figure printed is in simulated seconds.
+emulated (sushy-emulator, fake driver, one System per host, behind a TLS proxy on
+127.100.x.y). Discovery, the one-time PXE override, the power actions and the boot-from-disk
+override are real Redfish requests; only the image transfer is simulated, over an uplink shared
+fairly by the hosts streaming at once. Every figure is in simulated seconds on a virtual clock
+(benchmarks/uplink_sim.py) that charges each real Redfish request ``--bmc-latency`` and each
+power-on ``--boot-s``, so the machine's load changes the wall time only.
 
 Three runs of the same rack: the wave the runner plans from the uplink; ``--max-parallel K``
 deploys at once (oversubscribed); and K deploys at once with only the planned wave streaming
