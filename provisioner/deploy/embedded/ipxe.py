@@ -6,7 +6,8 @@ from netaddr import IPAddress, IPNetwork
 
 from provisioner.exceptions import InputError
 
-CONSOLE = "console=tty0 console=ttyS0,115200n8"
+# no_timer_check: emulated hosts on a loaded machine can fail the kernel's IO-APIC timer check
+CONSOLE = "console=tty0 console=ttyS0,115200n8 no_timer_check"
 
 
 def _check_arg(name: str, value: str) -> str:

@@ -25,7 +25,7 @@ from provisioner.deploy.images.cache import (
 from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "6"
+BUILDER_VERSION = "7"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # debootstrap resolves no virtual packages: python3-cffi-backend provides what
 # python3-cryptography (pulled by cloud-init) needs, so it is named explicitly.
@@ -133,6 +133,12 @@ def _chroot_setup(root: Path, root_uuid: str) -> str:
     (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
     (root / "etc/dpkg/dpkg.cfg.d").mkdir(parents=True, exist_ok=True)
     (root / "etc/dpkg/dpkg.cfg.d/01-provisioner-nodoc").write_text(NODOC)
+    # debootstrap copied the build machine's resolver, which the installed hosts cannot reach
+    # (every lookup would stall before failing); the host's network config provides its own.
+    resolv = root / "etc/resolv.conf"
+    if resolv.is_symlink() or resolv.exists():
+        resolv.unlink()
+    resolv.write_text("# written at first boot from the host's network configuration\n")
     kernels = sorted((root / "boot").glob("vmlinuz-*"))
     if not kernels:
         raise DeployError(f"no kernel in {root}/boot: is linux-image-cloud-amd64 in the recipe?")
@@ -144,7 +150,9 @@ def _boot_partition(root: Path, kver: str, root_uuid: str, work: Path) -> Path:
     boot = work / "boot.fat"
     run(["mkfs.vfat", "-n", "BOOT", "-C", boot, str(BOOT_MB * 1024)], what="making /boot (vfat)")
     run(["syslinux", "--install", boot], what="installing SYSLINUX")
-    args = f"root=UUID={root_uuid} ro console=tty0 console=ttyS0,115200n8"
+    # no_timer_check: under emulation on a loaded machine the kernel's IO-APIC timer check can
+    # fail and panic ("IO-APIC + timer doesn't work!") on first boot; real hardware is unaffected.
+    args = f"root=UUID={root_uuid} ro console=tty0 console=ttyS0,115200n8 no_timer_check"
     files = {
         "syslinux.cfg": "DEFAULT linux\nTIMEOUT 1\nPROMPT 0\nLABEL linux\n"
         f"  LINUX /vmlinuz\n  INITRD /initrd.img\n  APPEND {args}\n",
