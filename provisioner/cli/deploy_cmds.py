@@ -19,6 +19,7 @@ from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
 from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
 
 PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
@@ -188,6 +189,15 @@ def _reporter(hosts: list[Host], as_json: bool) -> LiveReporter | _QuietReporter
     return LiveReporter(hosts, live=console.is_terminal)
 
 
+PlaybookOption = typer.Option(
+    None,
+    "--playbook",
+    "-p",
+    help="Playbook to run after the install instead of playbooks/site.yml (repeatable, in order), "
+    "e.g. one stage: playbooks/monitoring.yml.",
+)
+
+
 MethodOption = typer.Option(
     None, "--method", "-m", help="image (write a disk image) or autoinstall (Ubuntu installer)."
 )
@@ -203,6 +213,7 @@ def rack(
     ),
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
+    playbook: list[str] = PlaybookOption,
     no_ssh_wait: bool = typer.Option(
         False, "--no-ssh-wait", help="Do not wait for SSH after the install (e.g. no route to hosts)."
     ),
@@ -222,6 +233,7 @@ def rack(
         configure=not skip_configure,
         wait_ssh=not no_ssh_wait,
         force=force,
+        playbooks=_playbooks(playbook),
     )
     _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run)
 
@@ -235,6 +247,7 @@ def reimage(
     max_parallel: int | None = typer.Option(None, "--max-parallel", "-k", min=1),
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
+    playbook: list[str] = PlaybookOption,
     no_ssh_wait: bool = typer.Option(False, "--no-ssh-wait", help="Do not wait for SSH."),
     force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -286,8 +299,18 @@ def reimage(
         wait_ssh=not no_ssh_wait,
         reimage=True,
         force=force,
+        playbooks=_playbooks(playbook),
     )
     _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run)
+
+
+def _playbooks(given: list[str] | None) -> tuple[str, ...]:
+    books = tuple(given or ("playbooks/site.yml",))
+    root = repo_root()
+    for b in books:
+        if not (root / b).is_file():
+            raise InputError(f"playbook {b!r} not found in {root}", hint="e.g. playbooks/monitoring.yml")
+    return books
 
 
 def _method(value: str | None, site: Site) -> Literal["image", "autoinstall"]:

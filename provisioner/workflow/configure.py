@@ -187,12 +187,12 @@ def run_playbook(
     site_path: Path,
     hosts: list[str],
     *,
-    playbook: str = "playbooks/site.yml",
+    playbook: str | Sequence[str] = "playbooks/site.yml",
     log_file: Path | None = None,
     extra_args: tuple[str, ...] = (),
     pin_keys: bool = True,
 ) -> tuple[int, dict[str, HostRecap], str]:
-    """Run ``playbook`` against ``hosts`` of the site; return exit code, recaps and output.
+    """Run ``playbook`` (or several, in order) against ``hosts``; return exit code, recaps, output.
 
     With ``pin_keys`` (the hosts were just installed) their new SSH host keys replace the old
     ones in the site's known_hosts file first, and Ansible checks against that file.
@@ -203,7 +203,9 @@ def run_playbook(
     )
     if exe is None:
         raise NotReady("ansible-playbook not found", hint="run ./scripts/install-deps")
-    argv = [exe, "-i", str(site_path.parent), str(root / playbook), "--limit", ",".join(hosts)]
+    books = [playbook] if isinstance(playbook, str) else list(playbook)
+    argv = [exe, "-i", str(site_path.parent), *(str(root / b) for b in books)]
+    argv += ["--limit", ",".join(hosts)]
     notes = ""
     if pin_keys:
         site = load_site(site_path)

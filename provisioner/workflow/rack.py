@@ -64,6 +64,7 @@ class RackOptions:
     discover: bool | None = None  # None: when the backend drives power or a MAC is unknown
     ssh_timeout_s: float = 900.0
     log_dir: Path | None = None
+    playbooks: tuple[str, ...] = ("playbooks/site.yml",)  # run after the install, in order
 
 
 @dataclass
@@ -347,11 +348,13 @@ class RackRunner:
     def _configure(self, ok_hosts: list[HostResult]) -> Path:
         names = [r.host for r in ok_hosts]
         for n in names:
-            self._progress(n, "configure", "running playbooks/site.yml")
+            self._progress(n, "configure", "running " + " ".join(self.options.playbooks))
         log_dir = self.options.log_dir or (self.store.path.parent / f"{self.site.name}-logs")
         log = log_dir / f"site-{time.strftime('%Y%m%d-%H%M%S')}.log"
         t0 = time.monotonic()
-        code, recaps, _ = run_playbook(self.site.path, names, log_file=log)
+        code, recaps, _ = run_playbook(
+            self.site.path, names, playbook=self.options.playbooks, log_file=log
+        )
         took = time.monotonic() - t0
         for r in ok_hosts:
             r.phases["configure"] = took
@@ -360,9 +363,9 @@ class RackRunner:
                 self.store.transition(r.host, NodeState.CONFIGURED, reason="site.yml applied")
                 continue
             why = (
-                f"site.yml failed (failed={recap.failed}, unreachable={recap.unreachable})"
+                f"{' '.join(self.options.playbooks)} failed (failed={recap.failed}, unreachable={recap.unreachable})"
                 if recap
-                else f"site.yml did not reach the host (exit {code})"
+                else f"the playbook did not reach the host (exit {code})"
             )
             r.status = "failed"
             r.reason = f"{why}; log: {log}"

@@ -5,7 +5,10 @@ deploy ramdisk, real SSH and Ansible.
 Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
 hint is changed to a serial no disk has. Checked:
 - host01 and host02 deploy: the image lands on the disk the hint names (not the first one
-  enumerated), they boot from disk, SSH works and `ansible -m ping` passes;
+  enumerated), they boot from disk, SSH works, the monitoring stage of site.yml runs through the
+  lab's apt proxy and `ansible -m ping` passes;
+- `provision health` reports what applies and "not applicable" for GPU checks, and node_exporter
+  on each host serves those verdicts from its textfile collector;
 - host03 ends `failed` with the reason while the others finish;
 - a marker on a data disk of host01 survives `provision reimage lab-host01`;
 - during that re-image, host03 (not targeted) PXE-boots and never gets a DHCP offer (dnsmasq log);
@@ -20,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,9 +151,11 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 def test_rack_then_reimage(lab: Lab) -> None:
     # -- provision rack: two hosts deploy, the third fails with its reason -------------------
+    # the monitoring stage (node_exporter) is what a GPU-less lab VM can run of site.yml
     res = lab.provision(
-        "rack", "lab-host01", "lab-host02", "lab-host03", "--skip-configure", "--json", check=False
-    )
+        "rack", "lab-host01", "lab-host02", "lab-host03",
+        "--playbook", "playbooks/monitoring.yml", "--json", check=False,
+    )  # fmt: skip
     assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
     summary = json.loads(res.stdout)
     by_host = {h["host"]: h for h in summary["hosts"]}
@@ -159,7 +165,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert BAD_SERIAL in by_host["lab-host03"]["reason"]
 
     states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
-    assert states["lab-host01"]["state"] == "deployed"
+    assert states["lab-host01"]["state"] == "configured"
     assert states["lab-host03"]["state"] == "failed"
     assert BAD_SERIAL in (states["lab-host03"]["last_error"] or "")
 
@@ -180,6 +186,18 @@ def test_rack_then_reimage(lab: Lab) -> None:
     )
     assert ping.returncode == 0, ping.stdout + ping.stderr
     assert ping.stdout.count("SUCCESS") == 2
+
+    # -- health: what applies passes, GPU/IB checks say not applicable, node_exporter serves it --
+    res = lab.provision("health", "lab-host01", "lab-host02", "--json", check=False)
+    assert res.returncode in (0, 3), res.stdout + res.stderr
+    docs = {d["host"]: d for d in map(json.loads, (x for x in res.stdout.splitlines() if x.startswith("{")))}
+    for host in ("lab-host01", "lab-host02"):
+        checks = {c["id"]: c["status"] for c in docs[host]["checks"]}
+        assert checks["host.reachable"] == "pass"
+        assert checks["gpu.count"] == "not_applicable"
+        with urllib.request.urlopen(f"http://{lab.address(host)}:9100/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        assert f'node_health_check{{check="gpu.count",host="{host}",status="not_applicable"}} 1' in metrics
 
     # -- a marker on a data disk of host01 ----------------------------------------------------
     dev = data_disk(lab, "lab-host01", "PLAB-HOST01-DISK1")

@@ -226,3 +226,41 @@ def test_reimage_failed_takes_only_hosts_a_reimage_fixes(
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["deploy"] == ["gpu-r01-u03", "gpu-r01-u05"]
     assert "not re-imaging gpu-r01-u07: its health remedy is repair" in res.stderr
+
+
+def test_cli_playbook_option_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+    from provisioner.exceptions import ExitCode
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path))
+    res = CliRunner().invoke(
+        app, ["rack", "--site", "example", "--dry-run", "--playbook", "playbooks/nope.yml"]
+    )
+    assert res.exit_code == ExitCode.BAD_INPUT
+    assert "playbook 'playbooks/nope.yml' not found" in res.output
+    res = CliRunner().invoke(
+        app, ["rack", "--site", "example", "--dry-run", "-p", "playbooks/base.yml", "-p", "playbooks/monitoring.yml"]
+    )
+    assert res.exit_code == 0, res.output
+
+
+def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from provisioner.workflow import configure
+
+    seen: list[list[str]] = []
+
+    def fake_run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "PLAY RECAP\nh1 : ok=3 changed=1 unreachable=0 failed=0\n", "")
+
+    monkeypatch.setattr(configure.subprocess, "run", fake_run)
+    code, recaps, _ = configure.run_playbook(
+        EXAMPLE, ["h1"], playbook=("playbooks/base.yml", "playbooks/monitoring.yml"), pin_keys=False
+    )
+    assert code == 0 and recaps["h1"].success
+    books = [a for a in seen[0] if a.endswith(".yml")]
+    assert [Path(b).name for b in books] == ["base.yml", "monitoring.yml"]
