@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -128,7 +127,6 @@ class RackRunner:
         self.open_bmc = open_bmc
         self.reporter = reporter
         self.options = options
-        self._lock = threading.Lock()
 
     # -- selection --------------------------------------------------------------------------
 
