@@ -10,6 +10,7 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from provisioner.bmc.factory import open_bmc
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.deploy.base import backend_class
@@ -154,11 +155,6 @@ def _run(
         return
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
-    open_bmc = None
-    if backend_cls.drives_power or options.discover is not False:
-        from provisioner.bmc.factory import open_bmc as _open_bmc
-
-        open_bmc = _open_bmc
     store = StateStore.for_site(site)
     with store.orchestrator_lock(command):
         runner = RackRunner(
