@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from provisioner.exceptions import NotReady, ProvisionerError
-from provisioner.lab.netns import pid_alive
+from provisioner.lab.netns import pid_alive, terminate
 from provisioner.lab.plan import LabPlan
 
 PORT = 3142
@@ -222,12 +221,7 @@ def stop(plan: LabPlan, *, grace_s: float = 5.0) -> int | None:
     pid = running_pid(proxy)
     if pid is None:
         return None
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    terminate([pid], grace_s=grace_s)
     proxy.pid_file.unlink(missing_ok=True)
     return pid
 

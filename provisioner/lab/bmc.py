@@ -5,7 +5,6 @@ address with its own TLS certificate and credentials, exposing only its own VM.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import requests
 
 from provisioner.exceptions import ProvisionerError
 from provisioner.lab import pki
-from provisioner.lab.netns import in_netns, pid_alive
+from provisioner.lab.netns import in_netns, pid_alive, terminate
 from provisioner.lab.plan import LabHost, LabPlan
 from provisioner.secrets import Secret
 
@@ -161,12 +160,7 @@ def stop_bmc(plan: LabPlan, host: LabHost, *, grace_s: float = 5.0) -> int | Non
     pid = proc.pid()
     if pid is None:
         return None
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    terminate([pid], grace_s=grace_s)
     return pid
 
 

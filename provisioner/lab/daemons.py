@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from provisioner.exceptions import NotReady
-from provisioner.lab.netns import pid_alive
+from provisioner.lab.netns import pid_alive, terminate
 from provisioner.lab.plan import STATE_ROOT
 
 # Shared by every lab on the machine: which daemons a lab started (pid per daemon).
@@ -164,12 +163,7 @@ def stop_lab_daemons(grace_s: float = 10.0) -> list[str]:
             continue
         if comm != name:  # the pid was reused by something else
             continue
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        terminate([pid], grace_s=grace_s)
         stopped.append(name)
     _write_marker(marker)
     return stopped

@@ -126,9 +126,15 @@ def netns_pids(netns: str) -> list[int]:
 
 def kill_netns_processes(netns: str, *, grace_s: float = 5.0) -> list[int]:
     """Terminate every process inside the namespace (SIGTERM, then SIGKILL); return their ids."""
+    pids = netns_pids(netns)
+    terminate(pids, grace_s=grace_s)
+    return pids
+
+
+def terminate(pids: Sequence[int], *, grace_s: float = 5.0) -> None:
+    """SIGTERM the processes, give them ``grace_s`` to exit, then SIGKILL the survivors."""
     import time
 
-    pids = netns_pids(netns)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -137,7 +143,6 @@ def kill_netns_processes(netns: str, *, grace_s: float = 5.0) -> list[int]:
     for pid in pids:
         if pid_alive(pid):
             _signal(pid, signal.SIGKILL)
-    return pids
 
 
 def pid_alive(pid: int) -> bool:
