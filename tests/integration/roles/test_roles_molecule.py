@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-ROLES = sorted(p.parents[2].name for p in (REPO / "roles").glob("*/molecule/default/molecule.yml"))
+# "role" for a role's default scenario, "role/scenario" for its others (scripts/molecule/test-role).
+ROLES = sorted(p.parents[2].name + ("" if p.parent.name == "default" else f"/{p.parent.name}")
+               for p in (REPO / "roles").glob("*/molecule/*/molecule.yml"))
 # playbooks/molecule: site.yml on a host without GPUs (scripts/molecule/test-role playbooks).
 SITE_ROLES = re.compile(r"^\s*(?:- role:|name:)\s*([a-z_]+)\s*$", re.MULTILINE)
 WORKERS = int(os.environ.get("PROVISIONER_MOLECULE_WORKERS", "2"))
