@@ -19,6 +19,8 @@ from provisioner.exceptions import InputError, NotReady, SiteLocked
 from provisioner.lab import aptproxy, bmc, daemons, network, pki, sitegen, vms
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
+from provisioner.state.states import NodeState
+from provisioner.state.store import StateStore
 
 DEFAULTS: dict[str, Any] = {"hosts": 2, "disks": 3, "firmware": "bios", "memory_mib": 1024}
 _KNOBS = ("hosts", "disks", "firmware", "memory_mib")
@@ -213,10 +215,12 @@ def _up(plan: LabPlan) -> None:
     aptproxy.ensure(plan)  # listens on the uplink's root end, which exists from here on
     ca_cert, ca_key = pki.ensure_ca(plan.pki_dir, plan.netns)
     ssh_key, ssh_pub = pki.ensure_ssh_key(plan.ssh_dir, f"provisioner-lab-{plan.netns}")
+    blank: list[LabHost] = []
     with vms.connect(plan.libvirt_uri) as conn:
         pool = vms.ensure_pool(conn, plan)
         for host in plan.lab_hosts:
-            vms.ensure_volumes(pool, plan, host)
+            if plan.root_disk_index in vms.ensure_volumes(pool, plan, host):
+                blank.append(host)
             vms.ensure_domain(conn, plan, host)
         pool.refresh(0)
     started: list[tuple[LabHost, int]] = []
@@ -232,7 +236,33 @@ def _up(plan: LabPlan) -> None:
         bmc.wait_ready(plan, host, ca_cert, pid)
     doc = sitegen.site_document(plan, ssh_public_key=ssh_pub, ssh_private_key=ssh_key)
     sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
+    forget_installs(plan, blank)
     _write_manifest(plan, {**_manifest(plan), "complete": True})
+
+
+def forget_installs(plan: LabPlan, hosts: list[LabHost]) -> list[str]:
+    """Send hosts whose root disk was just created back to ``enrolled`` in the site's state
+    store, so `provision rack` installs them again; return the names moved.
+
+    The store outlives `lab down` (it is the site's history); without this, a lab rebuilt
+    from blank disks would be skipped as "already validated"."""
+    if not hosts:
+        return []
+    moved: list[str] = []
+    store = StateStore.for_site(sitegen.SITE_NAME)
+    try:
+        known = {r.name: r.state for r in store.all()}
+        for host in hosts:
+            if known.get(host.name, NodeState.ENROLLED) == NodeState.ENROLLED:
+                continue
+            store.transition(
+                host.name, NodeState.ENROLLED, force=True,
+                reason=f"lab {plan.netns!r}: VM rebuilt with blank disks by `provision lab up`",
+            )  # fmt: skip
+            moved.append(host.name)
+    finally:
+        store.close()
+    return moved
 
 
 def _knobs_plan() -> LabPlan:

@@ -167,9 +167,11 @@ def ensure_pool(conn: Any, plan: LabPlan) -> Any:
     return pool
 
 
-def ensure_volumes(pool: Any, plan: LabPlan, host: LabHost) -> None:
-    """Create the host's disks that do not exist yet (existing disks are kept as they are)."""
+def ensure_volumes(pool: Any, plan: LabPlan, host: LabHost) -> list[int]:
+    """Create the host's disks that do not exist yet (existing disks are kept as they are);
+    return the numbers of the disks created."""
     libvirt = _libvirt()
+    created: list[int] = []
     for k in range(1, plan.disks + 1):
         name = plan.volume_name(host, k)
         try:
@@ -179,6 +181,8 @@ def ensure_volumes(pool: Any, plan: LabPlan, host: LabHost) -> None:
                 pool.createXML(volume_xml(name, plan.disk_size_gib(k)), 0)
             except libvirt.libvirtError as exc:
                 raise LabVMError(f"cannot create disk {name} for {host.name}: {exc}") from exc
+            created.append(k)
+    return created
 
 
 def ensure_domain(conn: Any, plan: LabPlan, host: LabHost) -> bool:

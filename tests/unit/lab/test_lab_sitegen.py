@@ -10,6 +10,7 @@ from netaddr import IPAddress
 from provisioner.deploy.embedded.settings import EmbeddedSettings
 from provisioner.exceptions import InputError
 from provisioner.inventory import load_site
+from provisioner.inventory.ansible_view import ansible_inventory
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.lab import pki, sitegen
 from provisioner.lab.plan import LabPlan
@@ -53,6 +54,18 @@ def test_generated_site_loads_and_describes_each_vm(lab_site):
     assert site.settings.redfish.verify_tls is True
     assert site.settings.ntp_servers == ["198.18.254.1"]
     assert site.settings.ssh_private_key == str(plan.ssh_dir / "id_ed25519")
+
+
+def test_lab_hosts_install_docker_from_the_debian_archive(lab_site):
+    """The VMs reach only the Debian archive through the apt proxy, never download.docker.com:
+    site.yml's docker role must take the distribution's docker.io there."""
+    site = load_site("lab", inventory_dir=lab_site.inventory_dir)
+    view = ansible_inventory(site)
+    for name in ("lab-host01", "lab-host03"):
+        groups = [g for g, body in view["groups"].items() if name in body["hosts"]]
+        merged = {k: v for g in groups for k, v in view["groups"][g]["vars"].items()}
+        merged.update(view["hostvars"][name])
+        assert merged["docker_package_source"] == "distribution", groups
 
 
 def test_each_bmc_has_its_own_credentials_from_files(lab_site):
