@@ -25,6 +25,9 @@ from typing import Any
 import yaml
 
 KEY_NAME = "standin-archive-keyring.asc"
+# The key's fingerprint, so scenarios can run a role's fingerprint check against the
+# throwaway key (molecule.yml: a lookup of this file under the built repository).
+FINGERPRINT_NAME = "standin-archive-keyring.fpr"
 STAMP = ".standin-stamp"
 MAINTAINER_SCRIPTS = ("preinst", "postinst", "prerm", "postrm")
 CONTROL_LISTS = ("depends", "pre_depends", "recommends", "provides", "conflicts", "replaces",
@@ -290,6 +293,10 @@ def _sign(releases: list[Path], out_dir: Path) -> None:
               "ed25519", "sign", "never"], env=env)
         key = _run([*gpg, "--armor", "--export"], env=env).stdout
         (out_dir / KEY_NAME).write_bytes(key)
+        listing = _run([*gpg, "--with-colons", "--list-keys"], env=env).stdout
+        fprs = [line.split(":")[9] for line in listing.decode().splitlines()
+                if line.startswith("fpr:")]
+        (out_dir / FINGERPRINT_NAME).write_text(f"{fprs[0]}\n")
         for release in releases:
             _run([*gpg, "--yes", "--clearsign", "-o", str(release.parent / "InRelease"),
                   str(release)], env=env)

@@ -84,6 +84,12 @@ def test_builds_a_signed_flat_and_dists_repository(tmp_path: Path) -> None:
                                                     ".12~bookworm_amd64.deb"), "postinst"],
                              capture_output=True, text=True, check=True).stdout
     assert "systemctl enable --now demo.service" in control
+    # the published fingerprint is the signing key's (roles check vendor keys by fingerprint)
+    shown = subprocess.run(["gpg", "--show-keys", "--with-colons", str(out / standin.KEY_NAME)],
+                           capture_output=True, text=True, check=True).stdout
+    fprs = [line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:")]
+    assert (out / standin.FINGERPRINT_NAME).read_text().strip() == fprs[0]
+    assert len(fprs[0]) == 40
 
 
 @needs_tools
