@@ -5,8 +5,10 @@ deploy ramdisk, real SSH and Ansible.
 Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
 hint is changed to a serial no disk has. Checked:
 - host01 and host02 deploy: the image lands on the disk the hint names (not the first one
-  enumerated), they boot from disk, SSH works, the monitoring stage of site.yml runs through the
-  lab's apt proxy and `ansible -m ping` passes;
+  enumerated), they boot from disk, SSH works, `ansible -m ping` passes, and the whole of
+  site.yml runs on them through the lab's apt proxy: chrony, Debian's docker.io (the lab's
+  profile sets docker_package_source: distribution; pinned, held, running with the role's
+  daemon.json) and node_exporter, the GPU/RDMA/PCIe/ZFS stages skipping;
 - `provision health` reports what applies and "not applicable" for GPU checks, and node_exporter
   on each host serves those verdicts from its textfile collector;
 - host03 ends `failed` with the reason while the others finish;
@@ -151,10 +153,9 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 def test_rack_then_reimage(lab: Lab) -> None:
     # -- provision rack: two hosts deploy, the third fails with its reason -------------------
-    # the monitoring stage (node_exporter) is what a GPU-less lab VM can run of site.yml
+    # no --playbook: the whole of site.yml, as `provision rack` runs it on a real rack
     res = lab.provision(
-        "rack", "lab-host01", "lab-host02", "lab-host03",
-        "--playbook", "playbooks/monitoring.yml", "--json", check=False,
+        "rack", "lab-host01", "lab-host02", "lab-host03", "--json", check=False,
     )  # fmt: skip
     assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
     summary = json.loads(res.stdout)
@@ -186,6 +187,17 @@ def test_rack_then_reimage(lab: Lab) -> None:
     )
     assert ping.returncode == 0, ping.stdout + ping.stderr
     assert ping.stdout.count("SUCCESS") == 2
+
+    # -- site.yml's base and container stages took effect --------------------------------------
+    for host in ("lab-host01", "lab-host02"):
+        info = json.loads(lab.ssh(host, "sudo docker info --format '{{json .}}'"))
+        assert info["DockerRootDir"] == "/var/lib/docker"
+        assert info["DefaultRuntime"] == "runc"  # no GPUs: no NVIDIA runtime
+        assert info["CgroupDriver"] == "systemd" and info["LiveRestoreEnabled"] is True
+        assert info["LoggingDriver"] == "json-file"
+        held = lab.ssh(host, "dpkg-query -W -f '${Package} ${Status}\\n' docker.io containerd runc")
+        assert held.splitlines() == [f"{p} hold ok installed" for p in ("containerd", "docker.io", "runc")]
+        assert lab.ssh(host, "sudo systemctl is-active chrony docker").split() == ["active", "active"]
 
     # -- health: what applies passes, GPU/IB checks say not applicable, node_exporter serves it --
     res = lab.provision("health", "lab-host01", "lab-host02", "--json", check=False)
