@@ -45,8 +45,15 @@ class _QuietHandler(WSGIRequestHandler):
     """werkzeug's handler, logging through our logger without tokens."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        log.info(
-            "%s %s %s -> %s", self.client_address[0], self.command, redact_path(self.path), code
+        # busy-stream 503s come every second from each waiting host: the gate logs them
+        level = logging.DEBUG if str(getattr(code, "value", code)) == "503" else logging.INFO
+        log.log(
+            level,
+            "%s %s %s -> %s",
+            self.client_address[0],
+            self.command,
+            redact_path(self.path),
+            code,
         )
 
     def log(self, type: str, message: str, *args: Any) -> None:
@@ -74,7 +81,7 @@ class DeployServer:
         port: int,
         public_url: str,
         max_image_streams: int | None = None,
-        retry_after_s: int = 5,
+        retry_after_s: int = 1,
     ) -> None:
         self.bind = bind
         self.port = port

@@ -48,7 +48,9 @@ class EmbeddedSettings(BaseModel):
     # Image streams the HTTP server admits at once (beyond: 503 + Retry-After); None: what
     # fills 80% of settings.uplink_gbps, floor(uplink x 0.8 / host_link_gbps), at least 1.
     max_image_streams: int | None = Field(default=None, ge=1)
-    image_retry_after_s: int = Field(default=5, ge=1, le=300)  # Retry-After of a refused stream
+    # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
+    # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
+    image_retry_after_s: int = Field(default=1, ge=1, le=300)
     # How long a host's ramdisk keeps asking for a stream before it reports a failure (it is
     # also cut to the site's deploy_timeout_s, so the host gives up before the orchestrator).
     image_wait_s: float = Field(default=7200.0, gt=0)

@@ -40,8 +40,9 @@ log "root disk: /dev/$disk ($(cat "$SYS/block/$disk/size") sectors)"
 # headers, so Retry-After cannot be read here: the wait is IMAGE_RETRY_S from the per-host
 # config (the server's Retry-After value), or a Retry-After a wget that prints headers showed,
 # plus a jitter of up to 50% so that refused hosts do not retry in lockstep. A 503 carries no
-# body: nothing is written to the disk before the stream is admitted. Gives up after
-# IMAGE_WAIT_S seconds of busy answers.
+# body: nothing is written to the disk before the stream is admitted (dd's notrunc keeps a
+# busy answer from truncating a target that is a plain file). Gives up after IMAGE_WAIT_S
+# seconds of busy answers.
 stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited too long
   waited_since=$(date +%s)
   limit=${IMAGE_WAIT_S:-7200}
@@ -52,7 +53,7 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
     hasher=$!
     set -o pipefail
     if wget -q -S -O - "$IMAGE_URL" 2>$TMP/wget.err | tee $TMP/sum.fifo \
-        | dd of="$1" bs=4M iflag=fullblock conv=fsync 2>>"$LOG"; then
+        | dd of="$1" bs=4M iflag=fullblock conv=notrunc,fsync 2>>"$LOG"; then
       set +o pipefail
       wait "$hasher"
       [ "$busy" -gt 0 ] && log "image stream admitted after $busy busy answer(s), $(( $(date +%s) - waited_since )) s"
@@ -66,8 +67,8 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
     fi
     busy=$((busy + 1))
     after=$(sed -n 's/^ *[Rr][Ee][Tt][Rr][Yy]-[Aa][Ff][Tt][Ee][Rr]: *\([0-9][0-9]*\).*/\1/p' $TMP/wget.err | tail -1)
-    after=${after:-${IMAGE_RETRY_S:-5}}
-    jitter=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % (after / 2 + 1) ))
+    after=${after:-${IMAGE_RETRY_S:-1}}
+    jitter=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % ((after + 1) / 2 + 1) ))
     elapsed=$(( $(date +%s) - waited_since ))
     [ $((elapsed + after + jitter)) -le "$limit" ] || return 2
     [ "$busy" -eq 1 ] && log "image streams busy (503): retrying every ${after}s (+jitter), up to ${limit}s"
