@@ -39,6 +39,13 @@ class WavePlan:
     est_makespan_s: float | None  # image transfers only
     streams: int | None = None  # image streams the deploy server admits at once; None: ungated
 
+    @property
+    def summary(self) -> str:
+        """One line for the run summary and --dry-run."""
+        if self.reason.startswith(f"{self.size} hosts at once"):
+            return self.reason  # already says hosts and streams
+        return f"{self.size} at once ({self.reason})"
+
 
 def image_streams(uplink_gbps: float, host_link_gbps: float, headroom: float = HEADROOM) -> int:
     """How many host links fill ``headroom`` of the uplink (at least 1)."""

@@ -272,6 +272,9 @@ def test_gated_streams_allow_more_hosts_in_flight() -> None:
     plan = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, image_bytes=image, streams=8)
     assert (plan.size, plan.streams) == (32, 8)  # 4 hosts per stream
     assert plan.reason == "32 hosts at once, 8 image streams (uplink 100 Gb/s x 80% / 10 Gb/s)"
+    assert plan.summary == plan.reason
+    ungated = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10)
+    assert ungated.summary == "8 at once (100 Gb/s uplink x 80% / 10 Gb/s per host = 8 at once)"
     assert plan.est_makespan_s is not None and plan.bound_s is not None
     assert plan.est_makespan_s >= plan.bound_s
     # capped at 64 hosts in flight, never below the stream count
