@@ -21,9 +21,11 @@ import math
 from dataclasses import dataclass
 
 HEADROOM = 0.8  # share of the uplink the image streams may fill
-# 4 hosts per stream: measured by benchmarks/rack.py (docs/benchmarks.md), the gated streams stay
-# busy once hosts-in-flight are a few times the streams; more adds BMC/DHCP load for little gain.
-HOSTS_PER_STREAM = 4
+# 8 hosts per stream: a host in flight streams for a small part of its deploy (3.4 s of ~16 s
+# in benchmarks/rack.py with responsive BMCs and no POST; far less with real POST times), so
+# several hosts per stream keep the gated streams busy. Measured on 512 simulated hosts
+# (docs/benchmarks.md): 4 per stream 1.67x the bound, 8 per stream FIXME.
+HOSTS_PER_STREAM = 8
 # Hosts in flight at most by default: 64 BMC sessions, DHCP conversations and callback waits are
 # well inside one orchestrator's reach (the discovery benchmark ran 512 BMCs at once).
 MAX_HOSTS_IN_FLIGHT = 64

@@ -270,8 +270,8 @@ def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.
 def test_gated_streams_allow_more_hosts_in_flight() -> None:
     image = 4 * 2**30
     plan = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, image_bytes=image, streams=8)
-    assert (plan.size, plan.streams) == (32, 8)  # 4 hosts per stream
-    assert plan.reason == "32 hosts at once, 8 image streams (uplink 100 Gb/s x 80% / 10 Gb/s)"
+    assert (plan.size, plan.streams) == (64, 8)  # 8 hosts per stream
+    assert plan.reason == "64 hosts at once, 8 image streams (uplink 100 Gb/s x 80% / 10 Gb/s)"
     assert plan.summary == plan.reason
     ungated = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10)
     assert ungated.summary == "8 at once (100 Gb/s uplink x 80% / 10 Gb/s per host = 8 at once)"
@@ -288,7 +288,7 @@ def test_gated_streams_allow_more_hosts_in_flight() -> None:
     assert explicit.size == 16 and explicit.reason == "--max-parallel 16, 8 image streams"
     # a stream count set by hand is named as such
     manual = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=4)
-    assert manual.size == 16 and "settings.embedded.max_image_streams" in manual.reason
+    assert manual.size == 32 and "settings.embedded.max_image_streams" in manual.reason
 
 
 def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path) -> None:
