@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 HEADROOM = 0.8  # share of the uplink the image streams may fill
 # 8 hosts per stream: a host in flight streams for a small part of its deploy (3.4 s of ~16 s
-# in benchmarks/rack.py with responsive BMCs and no POST; far less with real POST times), so
-# several hosts per stream keep the gated streams busy. Measured on 512 simulated hosts
-# (docs/benchmarks.md): 4 per stream 1.67x the bound, 8 per stream FIXME.
+# in benchmarks/rack.py with responsive BMCs and no POST; a far smaller part with real POST
+# times of minutes), so several hosts per stream keep the gated streams busy. On 512 simulated
+# hosts without POST, 4 and 8 per stream do alike (1.67x and 1.70x the bound, docs/benchmarks.md);
+# with POST time the hosts in flight bound the makespan, so the higher figure is the default.
 HOSTS_PER_STREAM = 8
 # Hosts in flight at most by default: 64 BMC sessions, DHCP conversations and callback waits are
 # well inside one orchestrator's reach (the discovery benchmark ran 512 BMCs at once).
