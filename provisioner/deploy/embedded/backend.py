@@ -190,6 +190,12 @@ class EmbeddedBackend(DeployBackend):
             cfg.log_path,
         )
 
+    def _image_wait_s(self, timeout_s: float) -> float:
+        """How long a host's ramdisk asks for an image stream before it reports a failure."""
+        assert self.settings is not None
+        st = self.settings
+        return max(60.0, min(st.image_wait_s, timeout_s - st.callback_timeout_s - 60.0))
+
     def _image_path(self) -> str:
         assert self.image is not None
         return f"images/{self.image.sha256[:16]}.raw"
@@ -250,8 +256,9 @@ class EmbeddedBackend(DeployBackend):
                 "CALLBACK_URL": f"{base}/callback/{host.name}",
                 # ?host= gives the host its own FIFO ticket at the stream gate
                 "IMAGE_URL": f"{self.image_url}?host={host.name}",
-                # the ramdisk stops asking for a stream before the orchestrator stops waiting
-                "IMAGE_WAIT_S": str(int(min(settings.image_wait_s, request.timeout_s))),
+                # the ramdisk stops asking for a stream (with a clear report) before the
+                # orchestrator stops waiting: the deploy timeout less PXE time and a minute
+                "IMAGE_WAIT_S": str(int(self._image_wait_s(request.timeout_s))),
                 # busybox wget cannot show a 503's Retry-After: hand the ramdisk its value
                 "IMAGE_RETRY_S": str(settings.image_retry_after_s),
                 "IMAGE_SHA256": self.image.sha256,

@@ -51,8 +51,9 @@ class EmbeddedSettings(BaseModel):
     # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
     # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
     image_retry_after_s: int = Field(default=1, ge=1, le=300)
-    # How long a host's ramdisk keeps asking for a stream before it reports a failure (it is
-    # also cut to the site's deploy_timeout_s, so the host gives up before the orchestrator).
+    # How long a host's ramdisk keeps asking for a stream before it reports a failure (cut to
+    # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
+    # says why before the orchestrator stops waiting).
     image_wait_s: float = Field(default=7200.0, gt=0)
     autoinstall: AutoinstallSettings | None = None
 
