@@ -8,13 +8,15 @@ fairly by the hosts streaming at once. Every figure is in simulated seconds on a
 (benchmarks/uplink_sim.py) that charges each real Redfish request ``--bmc-latency`` and each
 power-on ``--boot-s``, so the machine's load changes the wall time only.
 
-Three runs of the same rack: the wave the runner plans from the uplink; ``--max-parallel K``
-deploys at once (oversubscribed); and K deploys at once with only the planned wave streaming
-images at once (gated, what a deploy server that queues image requests would do). Each prints
+Runs of the same rack: ``planned``, the old default (no stream gate: hosts-at-once is what fills
+the uplink); ``new``, today's default for a backend that gates image streams (the embedded
+deploy server: hosts-at-once a few times the stream count, streams gated to what fills the
+uplink, see provisioner/workflow/waves.py); and with ``--max-parallel K``, K deploys at once
+ungated (oversubscribed) and K at once with the planned wave streaming (gated). Each prints
 the makespan against the bound ``image bytes x hosts / uplink``, nodes per hour, per-host image
 time and Redfish requests per host. ``--lab`` also times `provision rack` on the lab's hosts.
 
-    .venv/bin/python benchmarks/rack.py [--hosts 512] [--max-parallel 64] [--lab]
+    .venv/bin/python benchmarks/rack.py [--hosts 512] [--max-parallel 64] [--no-new] [--lab]
 
 Ends with one line: ``RESULT key=value ...``.
 """
@@ -52,9 +54,12 @@ from benchmarks.rack_sim import (  # noqa: E402
     write_site,
 )
 from benchmarks.uplink_sim import SharedUplink, VirtualClock  # noqa: E402
+from provisioner.deploy.embedded.settings import EmbeddedSettings  # noqa: E402
 from provisioner.inventory import Site, load_site  # noqa: E402
 from provisioner.state import DONE_STATES, StateStore  # noqa: E402
 from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
+
+DEFAULT_RETRY_S: int = EmbeddedSettings.model_fields["image_retry_after_s"].default
 
 
 @dataclass
@@ -83,6 +88,7 @@ class RunFigures:
     utilisation: float
     wall_s: float
     reasons: list[str]
+    refusals: int = 0  # 503s answered by the polled gate (retry_s runs)
 
     @property
     def ratio(self) -> float:
@@ -102,7 +108,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | None,
-             transfer_slots: int | None) -> RunFigures:
+             transfer_slots: int | None, retry_s: int | None = None) -> RunFigures:
     """Start a farm, write its site, and deploy every host once with the real RackRunner."""
     workdir = tmp / label
     started = time.monotonic()
@@ -113,18 +119,20 @@ def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | No
             workdir / "site", farm, uplink_gbps=args.uplink_gbps,
             host_link_gbps=args.host_link_gbps, image_bytes=int(args.image_gib * GIB),
             retries=args.retries))
-        return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots)
+        return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots, retry_s)
 
 
 def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace, label: str,
-                parallel: int | None, transfer_slots: int | None) -> RunFigures:
+                parallel: int | None, transfer_slots: int | None,
+                retry_s: int | None = None) -> RunFigures:
     """Deploy every host of the simulated site once with the real RackRunner."""
     image_bytes = int(args.image_gib * GIB)
     clock = VirtualClock()
     uplink = SharedUplink(clock, args.uplink_gbps, args.host_link_gbps)
     timing = BMCTiming(clock, args.bmc_latency)
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
-                               seed=args.seed, transfer_slots=transfer_slots, boot_s=args.boot_s)
+                               seed=args.seed, transfer_slots=transfer_slots, retry_s=retry_s,
+                               boot_s=args.boot_s)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
@@ -178,6 +186,7 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         utilisation=uplink.utilisation,
         wall_s=wall,
         reasons=sorted({r.reason for r in result.failed}),
+        refusals=backend.refusals,
     )
 
 
@@ -194,7 +203,9 @@ def print_run(f: RunFigures) -> None:
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
     if f.transfer_slots:
-        print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50")
+        polled = (f" ({f.refusals / max(1, f.ok + f.failed):.1f} busy answers per host)"
+                  if f.refusals else "")
+        print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50{polled}")
     print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   login/discover, PXE + cycle, "
           "off + disk + on")
     print(f"  one host, start->end  {f.host_p50_s:9.1f} s   p50")
@@ -286,6 +297,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-parallel", type=int, default=64,
                    help="deploys at once in the oversubscribed and gated runs (0: skip both)")
     p.add_argument("--no-gated", action="store_true", help="skip the gated run")
+    p.add_argument("--retry-s", type=int, default=DEFAULT_RETRY_S,
+                   help="seconds a refused host waits before asking again in the new run "
+                   f"(default {DEFAULT_RETRY_S}, settings.embedded.image_retry_after_s)")
+    p.add_argument("--no-new", action="store_true",
+                   help="skip the run of the new default (gated streams, more hosts at once)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lab", action="store_true", help="also time `provision rack` on the lab")
     p.add_argument("--lab-timeout", type=float, default=1800.0)
@@ -315,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         planned = run_rack(tmp, args, "planned", None, None)
         runs.append(planned)
         print_run(planned)
+        if not args.no_new:
+            # the runner plans hosts-at-once itself from the backend's stream count
+            new = run_rack(tmp, args, "new", None, planned.parallel, args.retry_s)
+            runs.append(new)
+            print_run(new)
         if args.max_parallel:
             over = run_rack(tmp, args, "oversubscribed", args.max_parallel, None)
             runs.append(over)
@@ -348,6 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{f.label}_ratio"] = f"{f.ratio:.2f}"
         fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.2f}"
         fields[f"{f.label}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
+    new_run = next((f for f in runs if f.label == "new"), None)
+    if new_run is not None:
+        fields["new_streams"] = new_run.transfer_slots
+        fields["makespan_ratio_to_bound_old"] = f"{planned.ratio:.2f}"
+        fields["makespan_ratio_to_bound_new"] = f"{new_run.ratio:.2f}"
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))

@@ -36,6 +36,7 @@ from provisioner.bmc.factory import client_options
 from provisioner.bmc.nic_select import NicRuleLike
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
+from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.exceptions import DeployError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
@@ -289,6 +290,7 @@ class SimulatedBackend(DeployBackend):
         fail_rate: float = 0.0,
         seed: int = 1,
         transfer_slots: int | None = None,
+        retry_s: int | None = None,
         boot_s: float = 0.0,
     ) -> None:
         self.uplink = uplink
@@ -300,10 +302,27 @@ class SimulatedBackend(DeployBackend):
         self.boot_s = boot_s  # simulated POST time after each power cycle
         # Bounding the concurrent image streams (not the concurrent deploys) is what a deploy
         # server could do itself: hold a host's image request until a stream is free.
-        self._slots = VirtualSemaphore(self.clock, transfer_slots) if transfer_slots else None
+        self._slots = (
+            VirtualSemaphore(self.clock, transfer_slots) if transfer_slots and not retry_s else None
+        )
+        self.transfer_slots = transfer_slots
+        # retry_s: the embedded server's own gate instead of an ideal queue. A refused host
+        # sleeps retry_s plus deploy.sh's jitter (0..ceil(retry_s/2) whole seconds) and asks
+        # again, so a freed stream idles until the oldest ticket's next ask, as on real hosts.
+        self.retry_s = retry_s
+        self._gate = (
+            StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now)
+            if transfer_slots and retry_s
+            else None
+        )
+        self.refusals = 0
         self._lock = threading.Lock()
         self.stats = BackendStats()
         self.hosts: set[str] = set()
+
+    def image_streams(self, site: Site) -> int | None:
+        """Gated like the embedded server when given transfer slots: the runner plans for it."""
+        return self.transfer_slots
 
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Nothing to start: the farm runs already; remember which hosts may deploy."""
@@ -337,6 +356,8 @@ class SimulatedBackend(DeployBackend):
             t = self.clock.now
             if self._slots is not None:
                 self._slots.acquire()
+            elif self._gate is not None:
+                self._admit(name, request.attempt)
             try:
                 phases["queue"] = self.clock.now - t
                 progress(name, "image", f"streaming {self.image_bytes / GIB:.1f} GiB")
@@ -344,6 +365,8 @@ class SimulatedBackend(DeployBackend):
             finally:
                 if self._slots is not None:
                     self._slots.release()
+                elif self._gate is not None:
+                    self._gate.release(name)
             with self._lock:
                 self.stats.transfers.setdefault(name, []).append(phases["image"])
                 self.stats.queued[name] = self.stats.queued.get(name, 0.0) + phases["queue"]
@@ -364,6 +387,15 @@ class SimulatedBackend(DeployBackend):
         finally:
             with self._lock:
                 self.stats.requests[name] = bmc.client.requests_made
+
+    def _admit(self, name: str, attempt: int) -> None:
+        """Ask the gate like deploy.sh does until admitted (503: sleep, jitter, ask again)."""
+        assert self._gate is not None and self.retry_s is not None
+        jitter = random.Random(f"{self.seed}:{name}:{attempt}:jitter")
+        while not self._gate.try_admit(name).admitted:
+            with self._lock:
+                self.refusals += 1
+            self.clock.sleep(self.retry_s + jitter.randint(0, (self.retry_s + 1) // 2))
 
     def release(self, request: DeployRequest, *, erase: bool = False) -> None:
         """Nothing to release: a simulated host keeps no image."""

@@ -74,6 +74,7 @@ def _summary(result: RackResult, as_json: bool) -> None:
             {
                 "wave": {
                     "size": result.wave.size,
+                    "streams": result.wave.streams,
                     "reason": result.wave.reason,
                     "bound_s": result.wave.bound_s,
                 },
@@ -105,7 +106,7 @@ def _summary(result: RackResult, as_json: bool) -> None:
     console.print(table)
     console.print(
         f"{len(result.ok)} ok, {len(result.failed)} failed, {len(result.skipped)} skipped "
-        f"(wave: {result.wave.size} at once: {result.wave.reason})"
+        f"(wave: {result.wave.summary})"
     )
     if result.configure_log:
         console.print(f"site.yml log: {result.configure_log}")
@@ -127,13 +128,18 @@ def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool)
             {
                 "deploy": [h.name for h in todo],
                 "skip": {r.host: r.reason for r in skipped},
-                "wave": {"size": wave.size, "reason": wave.reason, "bound_s": wave.bound_s},
+                "wave": {
+                    "size": wave.size,
+                    "streams": wave.streams,
+                    "reason": wave.reason,
+                    "bound_s": wave.bound_s,
+                },
                 "backend": backend_plan.to_dict() if backend_plan is not None else None,
             }
         )
         return
     verb = "re-image" if options.reimage else "deploy"
-    console.print(f"dry run: would {verb} {len(todo)} host(s), {wave.size} at once ({wave.reason})")
+    console.print(f"dry run: would {verb} {len(todo)} host(s), {wave.summary}")
     for h in todo:
         console.print(f"  {verb}: {h.name}")
     for r in skipped:

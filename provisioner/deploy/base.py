@@ -50,6 +50,10 @@ class DeployBackend(ABC):
     # False when the backend's own controller powers hosts (MAAS uses its Redfish driver).
     drives_power: ClassVar[bool] = True
 
+    def image_streams(self, site: Site) -> int | None:
+        """Image streams this backend's server admits at once; None when it does not gate them."""
+        return None
+
     @abstractmethod
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Start services and allow exactly these hosts to boot (unknown MACs get nothing)."""

@@ -2,7 +2,8 @@
 
 discover -> fix or report clock skew -> deploy (the backend: PXE, power cycle, callbacks, boot
 from disk) -> wait for SSH -> site.yml -> record states. At most ``wave`` hosts install at once
-(a rolling wave sized to the uplink); a failed deploy is retried before the host is marked
+(a rolling wave: the uplink's stream count, or a few times that when the backend gates image
+streams itself, see waves.py); a failed deploy is retried before the host is marked
 failed; hosts already done are skipped, so a re-run resumes where the last one stopped.
 """
 
@@ -159,6 +160,7 @@ class RackRunner:
             host_link_gbps=host_link,
             image_bytes=image_bytes,
             explicit=explicit,
+            streams=self.backend.image_streams(self.site),
         )
 
     # -- the run ----------------------------------------------------------------------------
@@ -175,7 +177,9 @@ class RackRunner:
         requests = [self.request_for(h) for h in todo]
         self.backend.prepare(self.site, requests)
         try:
-            with ThreadPoolExecutor(max_workers=max(1, wave.size), thread_name_prefix="deploy") as pool:
+            with ThreadPoolExecutor(
+                max_workers=max(1, wave.size), thread_name_prefix="deploy"
+            ) as pool:
                 deployed = list(pool.map(self._deploy_one, requests))
         finally:
             self.backend.close()
@@ -302,7 +306,9 @@ class RackRunner:
         if not mac:
             why = facts.extra.get("provisioning_nic_error")
             raise _HostFailed(
-                str(why) if why else "no provisioning MAC: the BMC reported no port matching the rule"
+                str(why)
+                if why
+                else "no provisioning MAC: the BMC reported no port matching the rule"
             )
         req.mac = mac
         # backends that match machines by any of their MACs (MAAS) get them all, and the
@@ -367,5 +373,7 @@ class RackRunner:
             )
             r.status = "failed"
             r.reason = f"{why}; log: {log}"
-            self.store.transition(r.host, NodeState.FAILED, reason="configure failed", error=r.reason)
+            self.store.transition(
+                r.host, NodeState.FAILED, reason="configure failed", error=r.reason
+            )
         return log

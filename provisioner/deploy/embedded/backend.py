@@ -39,7 +39,12 @@ from provisioner.deploy.embedded.sessions import (
     START,
     HostSession,
 )
-from provisioner.deploy.embedded.settings import EmbeddedSettings, embedded_settings, state_dir
+from provisioner.deploy.embedded.settings import (
+    EmbeddedSettings,
+    embedded_settings,
+    max_image_streams,
+    state_dir,
+)
 from provisioner.deploy.ramdisk import FILES as RAMDISK_FILES
 from provisioner.deploy.ramdisk import build_ramdisk
 from provisioner.exceptions import DeployError, InputError, InventoryError, ProvisionerError
@@ -118,6 +123,10 @@ class EmbeddedBackend(DeployBackend):
         self._network: Network | None = None
         self._lock = threading.Lock()
 
+    def image_streams(self, site: Site) -> int | None:
+        """The HTTP server gates image streams to settings.embedded.max_image_streams."""
+        return max_image_streams(site)
+
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Build/find the ramdisk and image, start the HTTP server and dnsmasq."""
@@ -134,7 +143,13 @@ class EmbeddedBackend(DeployBackend):
         self.site, self.settings, self._network = site, settings, network
         for r in requests:
             self._reservation(r)  # bad addresses or names fail before anything starts
-        server = DeployServer(bind=settings.bind_address, port=settings.http_port, public_url="")
+        server = DeployServer(
+            bind=settings.bind_address,
+            port=settings.http_port,
+            public_url="",
+            max_image_streams=max_image_streams(site, settings),
+            retry_after_s=settings.image_retry_after_s,
+        )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):
             ramdisk = build_ramdisk(settings.ramdisk_flavour)
@@ -142,6 +157,7 @@ class EmbeddedBackend(DeployBackend):
             server.files["ramdisk/initrd.img"] = ramdisk.initrd
             self.image = prepare_image(site.settings.image)
             server.files[self._image_path()] = self.image.path
+            server.gated_files.add(self._image_path())
         server.start()
         self.server = server
         self.base = server.public_url = settings.public_http(server.port)
@@ -173,6 +189,12 @@ class EmbeddedBackend(DeployBackend):
             f" (netns {settings.netns})" if settings.netns else "",
             cfg.log_path,
         )
+
+    def _image_wait_s(self, timeout_s: float) -> float:
+        """How long a host's ramdisk asks for an image stream before it reports a failure."""
+        assert self.settings is not None
+        st = self.settings
+        return max(60.0, min(st.image_wait_s, timeout_s - st.callback_timeout_s - 60.0))
 
     def _image_path(self) -> str:
         assert self.image is not None
@@ -232,7 +254,13 @@ class EmbeddedBackend(DeployBackend):
             env = {
                 "DEPLOY_TOKEN": session.token.reveal(),
                 "CALLBACK_URL": f"{base}/callback/{host.name}",
-                "IMAGE_URL": self.image_url,
+                # ?host= gives the host its own FIFO ticket at the stream gate
+                "IMAGE_URL": f"{self.image_url}?host={host.name}",
+                # the ramdisk stops asking for a stream (with a clear report) before the
+                # orchestrator stops waiting: the deploy timeout less PXE time and a minute
+                "IMAGE_WAIT_S": str(int(self._image_wait_s(request.timeout_s))),
+                # busybox wget cannot show a 503's Retry-After: hand the ramdisk its value
+                "IMAGE_RETRY_S": str(settings.image_retry_after_s),
                 "IMAGE_SHA256": self.image.sha256,
                 "ROOT_PART": str(self.image.root_partition or ""),
                 "SEED_URL": f"{base}/deploy/{host.name}/seed",

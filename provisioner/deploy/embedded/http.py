@@ -3,6 +3,11 @@
 Serves iPXE scripts per MAC, the ramdisk, images (with Range support), per-host configuration
 and cloud-init/autoinstall data, and receives the deploy callbacks. Request logs go through the
 ``provisioner.deploy.http`` logger with tokens cut out of every path.
+
+Image streams (the files in ``gated_files``) are admitted by a StreamGate: beyond
+``max_image_streams`` at once a GET is answered ``503`` with ``Retry-After`` at once, and the
+stream is given back when its body is fully sent or the client goes away (the WSGI iterator's
+close). Everything else (iPXE, kernel/ramdisk, config, seeds, callbacks) is never gated.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from werkzeug.routing import Map, Rule
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.utils import send_file
 from werkzeug.wrappers import Request, Response
+from werkzeug.wsgi import ClosingIterator
 
 from provisioner.deploy.embedded import ipxe
+from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.sessions import CallbackRefused, HostSession
 from provisioner.exceptions import DeployError
 
 log = logging.getLogger("provisioner.deploy.http")
 _PHONE_HOME = re.compile(r"^(/phone-home/[^/]+/)[^/?]+")
+_RELEASE = "provisioner.release_stream"  # environ key: gives back the request's image stream
 
 
 def redact_path(path: str) -> str:
@@ -37,8 +45,15 @@ class _QuietHandler(WSGIRequestHandler):
     """werkzeug's handler, logging through our logger without tokens."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        log.info(
-            "%s %s %s -> %s", self.client_address[0], self.command, redact_path(self.path), code
+        # busy-stream 503s come every second from each waiting host: the gate logs them
+        level = logging.DEBUG if str(getattr(code, "value", code)) == "503" else logging.INFO
+        log.log(
+            level,
+            "%s %s %s -> %s",
+            self.client_address[0],
+            self.command,
+            redact_path(self.path),
+            code,
         )
 
     def log(self, type: str, message: str, *args: Any) -> None:
@@ -50,14 +65,37 @@ def _mac_key(value: str) -> str:
     return value.lower().replace("-", ":")
 
 
+def _ticket_key(host: str | None, address: str | None) -> str:
+    # the image URL handed to a host carries ?host=<name>: one ticket per host session even
+    # behind NAT; a bare request is keyed by its client address
+    return f"host {host}" if host else f"address {address}"
+
+
 class DeployServer:
     """Holds the sessions of the hosts being deployed and serves them over HTTP."""
 
-    def __init__(self, *, bind: str, port: int, public_url: str) -> None:
+    def __init__(
+        self,
+        *,
+        bind: str,
+        port: int,
+        public_url: str,
+        max_image_streams: int | None = None,
+        retry_after_s: int = 1,
+    ) -> None:
         self.bind = bind
         self.port = port
         self.public_url = public_url
         self.files: dict[str, Path] = {}  # URL path under /files/ -> file
+        self.gated_files: set[str] = set()  # names in ``files`` whose GETs take an image stream
+        self.retry_after_s = retry_after_s
+        # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
+        # expires; None: streams are not gated.
+        self.gate = (
+            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30)
+            if max_image_streams
+            else None
+        )
         self.static: dict[str, bytes] = {}  # URL path under /static/ -> content
         self._by_host: dict[str, HostSession] = {}
         self._by_mac: dict[str, HostSession] = {}
@@ -94,6 +132,8 @@ class DeployServer:
             s = self._by_host.pop(host, None)
             if s is not None:
                 self._by_mac.pop(_mac_key(s.mac), None)
+        if self.gate is not None:
+            self.gate.forget(_ticket_key(host, None))
 
     def session(self, host: str) -> HostSession:
         """The session of a host being served; NotFound (404) otherwise."""
@@ -116,8 +156,18 @@ class DeployServer:
             response = Response(f"{exc}\n", status=exc.status, mimetype="text/plain")
         except HTTPException as exc:
             response = exc.get_response(environ)
-        result: Iterable[bytes] = response(environ, start_response)
-        return result
+        release = environ.pop(_RELEASE, None)
+        if release is None:
+            result: Iterable[bytes] = response(environ, start_response)
+            return result
+        try:
+            body = response(environ, start_response)
+        except BaseException:
+            release()
+            raise
+        # werkzeug's server closes the iterator when the body is sent and when the client
+        # drops mid-stream (a write error): either way the stream goes back to the gate
+        return ClosingIterator(body, [release])
 
     @staticmethod
     def _text(body: str, mimetype: str = "text/plain") -> Response:
@@ -139,7 +189,62 @@ class DeployServer:
         path = self.files.get(name)
         if path is None:
             raise NotFound()
-        return send_file(path, request.environ, conditional=True, max_age=None)
+        if self.gate is not None and name in self.gated_files and request.method == "GET":
+            refused = self._admit(request)
+            if refused is not None:
+                return refused
+        try:
+            return send_file(path, request.environ, conditional=True, max_age=None)
+        except BaseException:
+            release = request.environ.pop(_RELEASE, None)
+            if release is not None:
+                release()
+            raise
+
+    def _admit(self, request: Request) -> Response | None:
+        """Take an image stream for this request (None), or the 503 that refuses it."""
+        assert self.gate is not None
+        gate = self.gate
+        key = _ticket_key(request.args.get("host"), request.remote_addr)
+        what = f"{request.remote_addr} ({key})"
+        a = gate.try_admit(key)
+        if not a.admitted:
+            # the first refusal of a ticket at info, its retries at debug: no log flood
+            level = logging.INFO if a.waited_s == 0 else logging.DEBUG
+            log.log(
+                level,
+                "image stream refused for %s: %d/%d streams busy, queue place %d, waited %.0f s",
+                what,
+                a.active,
+                gate.limit,
+                a.position,
+                a.waited_s,
+            )
+            return Response(
+                f"all {gate.limit} image streams are busy; queue place {a.position}, "
+                f"retry in {self.retry_after_s} s\n",
+                status=503,
+                mimetype="text/plain",
+                headers={"Retry-After": str(self.retry_after_s), "Cache-Control": "no-store"},
+            )
+        log.info(
+            "image stream %d/%d admitted for %s %s after %.0f s in the queue",
+            a.active,
+            gate.limit,
+            what,
+            redact_path(request.path),
+            a.waited_s,
+        )
+        once = threading.Lock()
+
+        def release() -> None:
+            if not once.acquire(blocking=False):  # close() may be called more than once
+                return
+            gate.release(key)
+            log.info("image stream released by %s (%d/%d busy)", what, gate.active, gate.limit)
+
+        request.environ[_RELEASE] = release
+        return None
 
     def _on_static(self, request: Request, name: str) -> Response:
         if name not in self.static:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.exceptions import InventoryError
+from provisioner.workflow.waves import image_streams
 
 if TYPE_CHECKING:
     from provisioner.inventory.model import Site
@@ -44,6 +45,16 @@ class EmbeddedSettings(BaseModel):
     power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
     host_link_gbps: float = Field(default=10.0, gt=0)  # read by the workflow's wave planning
+    # Image streams the HTTP server admits at once (beyond: 503 + Retry-After); None: what
+    # fills 80% of settings.uplink_gbps, floor(uplink x 0.8 / host_link_gbps), at least 1.
+    max_image_streams: int | None = Field(default=None, ge=1)
+    # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
+    # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
+    image_retry_after_s: int = Field(default=1, ge=1, le=300)
+    # How long a host's ramdisk keeps asking for a stream before it reports a failure (cut to
+    # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
+    # says why before the orchestrator stops waiting).
+    image_wait_s: float = Field(default=7200.0, gt=0)
     autoinstall: AutoinstallSettings | None = None
 
     def public_http(self, port: int | None = None) -> str:
@@ -54,6 +65,18 @@ class EmbeddedSettings(BaseModel):
     def bind_address(self) -> str:
         """Address the HTTP server listens on."""
         return self.http_bind or self.http_address or self.server_address
+
+
+def max_image_streams(site: Site, settings: EmbeddedSettings | None = None) -> int:
+    """The image streams the deploy server admits at once for this site (see EmbeddedSettings)."""
+    if settings is None:  # planning (--dry-run) reads the raw keys: no validation error here
+        raw = site.settings.embedded or {}
+        explicit, link = raw.get("max_image_streams"), raw.get("host_link_gbps", 10.0)
+    else:
+        explicit, link = settings.max_image_streams, settings.host_link_gbps
+    if explicit:
+        return int(explicit)
+    return image_streams(site.settings.uplink_gbps, float(link))
 
 
 def embedded_settings(site: Site) -> EmbeddedSettings:

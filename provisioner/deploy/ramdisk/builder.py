@@ -27,7 +27,7 @@ from provisioner.deploy.images.cache import (
 from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"  # 3: deploy.sh retries a busy (503) image stream
 FILES = Path(__file__).parent / "files"
 SCRIPTS = ("init", "deploy.sh", "pick-disk.sh")
 # Host tools copied into /usr/local/sbin of the ramdisk (busybox lacks or limits them).

@@ -143,7 +143,8 @@ def lab_is_up() -> bool:
 
 
 def test_benchmark_small_rack(tmp_path: Path) -> None:
-    # 20 Gb/s uplink: the planner runs 1 host at a time; 8 at once saturate the uplink.
+    # 20 Gb/s uplink: the old planner runs 1 host at a time; 8 at once saturate the uplink; the
+    # new default (a gated stream) keeps 8 in flight with 1 streaming.
     # --lab only where no lab is up: then it must skip with a message, not deploy anything.
     lab = [] if lab_is_up() else ["--lab"]
     proc = run_bench(["--hosts", "8", "--uplink-gbps", "20", "--max-parallel", "8",
@@ -162,6 +163,13 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
         4 * float(r["image_p50_s"]), rel=0.01)
     assert float(r["gated_image_p50_s"]) == pytest.approx(float(r["image_p50_s"]), rel=0.01)
     assert "[planned] 1 hosts deploying at once (20 Gb/s uplink" in proc.stdout
+    # the new default: 8 hosts in flight per gated stream; the stream still runs at link rate
+    assert (r["new_parallel"], r["new_streams"]) == ("8", "1")
+    assert float(r["new_image_p50_s"]) == pytest.approx(float(r["image_p50_s"]), rel=0.01)
+    assert float(r["makespan_ratio_to_bound_new"]) >= 1.0
+    assert r["makespan_ratio_to_bound_old"] == r["ratio"]
+    assert "[new] 8 hosts deploying at once, 1 streaming at once (8 hosts at once, 1 image" in (
+        proc.stdout)
     if lab:
         assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
         assert "lab_1_s" not in r

@@ -171,6 +171,8 @@ class RamdiskBMC:
         if self.outcome == "silent":
             return
         requests.post(f"{cb}/started", data="ramdisk up", headers=hdr, timeout=5)
+        if "IMAGE_URL" in env:  # through the stream gate, as deploy.sh fetches it
+            self.seen["image_status"] = str(requests.get(env["IMAGE_URL"], timeout=5).status_code)
         if self.outcome == "nodisk":
             log = (
                 "deploy: FAILED: root disk hint: no disk matches the hint serial=FLOW-ROOT ...\n"
@@ -261,6 +263,10 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
     assert bmc.actions == ["boot:Pxe", "cycle", "boot:Hdd", "on"]
     assert bmc.seen["HINT_ARGS"] == "--serial FLOW-ROOT"
     assert bmc.seen["IMAGE_SHA256"] == "ab" * 32 and bmc.seen["ROOT_PART"] == "2"
+    # the image URL carries the host's ticket at the stream gate; the retry/give-up settings
+    assert bmc.seen["IMAGE_URL"].endswith("?host=flow01")
+    assert bmc.seen["IMAGE_RETRY_S"] == "1" and int(bmc.seen["IMAGE_WAIT_S"]) >= 60
+    assert bmc.seen["image_status"] == "200"
     assert "hostname: flow01" in bmc.seen["user-data"]
     assert out.log == "deploy: sha256 verified: x\n"
     # the host's reservation is withdrawn once it is done

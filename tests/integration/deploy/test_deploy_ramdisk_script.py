@@ -11,11 +11,13 @@ import hashlib
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from provisioner.deploy.embedded.gate import Admission
 from provisioner.deploy.embedded.http import DeployServer
 from provisioner.deploy.embedded.sessions import FAILED, START, HostSession
 from provisioner.deploy.ramdisk import FILES
@@ -120,3 +122,116 @@ def test_verified_image_is_written_to_the_hinted_disk_only(rig: dict) -> None:
     assert "FAILED: the image on /dev/vdz has no partition table" in log
     assert (rig["dev"] / "vdz").read_bytes()[: len(IMAGE)] == IMAGE
     assert (rig["dev"] / "vdy").read_bytes() == MARKER
+
+
+# -- the image-stream gate: deploy.sh waits its turn on 503 ----------------------------------
+
+
+def gated_host(rig: dict, server: DeployServer, host: str, extra: dict[str, str]) -> tuple[HostSession, subprocess.Popen[str], Path]:
+    """Start deploy.sh for ``host`` on its own fake disks against ``server`` (not waited for)."""
+    root: Path = rig["tmp"] / host
+    for d, serial in (("vdz", "ROOT-1"),):
+        sysd = root / "sys/block" / d
+        (sysd / "device").mkdir(parents=True)
+        (sysd / "size").write_text(str(8 << 11) + "\n")
+        (sysd / "serial").write_text(serial + "\n")
+    (root / "dev").mkdir()
+    (root / "dev/vdz").write_bytes(b"\xaa" * (3 << 20))
+    (root / "work").mkdir()
+    base = f"http://127.0.0.1:{server.port}"
+    session = HostSession(host=host, mac="52:54:00:00:00:01", method="image", ipxe_script="")
+    server.register(session)
+    env = {
+        "DEPLOY_TOKEN": session.token.reveal(),
+        "CALLBACK_URL": f"{base}/callback/{host}",
+        "IMAGE_URL": f"{base}/files/images/test.raw?host={host}",
+        "IMAGE_SHA256": hashlib.sha256(IMAGE).hexdigest(),
+        "ROOT_PART": "",
+        "SEED_URL": f"{base}/deploy/{host}/seed",
+        "HINT_ARGS": "--serial ROOT-1",
+        "IMAGE_RETRY_S": "1",
+        **extra,
+    }
+    conf = root / "deploy.env"
+    conf.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
+    proc = subprocess.Popen(
+        [str(rig["bin"] / "sh"), str(FILES / "deploy.sh"), str(conf)],
+        env={
+            "PATH": f"{rig['bin']}:/usr/sbin:/usr/bin:/sbin:/bin",
+            "DEVDIR": str(root / "dev"),
+            "SYSFS": str(root / "sys"),
+            "TMPDIR": str(root / "work"),
+            "DEPLOY_LOG": str(root / "work/deploy.log"),
+            "PICK_DISK": str(FILES / "pick-disk.sh"),
+            "DEPLOY_NO_SHELL": "1",
+        },
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return session, proc, root
+
+
+def wait_until(cond: object, what: str, limit_s: float = 60.0) -> None:
+    # polls for a state reached asynchronously; the limit only stops a hung test
+    deadline = time.monotonic() + limit_s
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def gated(rig: dict) -> Iterator[DeployServer]:
+    server = DeployServer(bind="127.0.0.1", port=0, public_url="", max_image_streams=1, retry_after_s=1)
+    server.files["images/test.raw"] = rig["tmp"] / "image.raw"
+    server.gated_files.add("images/test.raw")
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_two_hosts_one_stream_both_finish_in_ticket_order(rig: dict, gated: DeployServer) -> None:
+    gate = gated.gate
+    assert gate is not None
+    admitted: list[str] = []
+    real_admit = gate.try_admit
+
+    def spy(key: str) -> Admission:
+        a = real_admit(key)
+        if a.admitted:
+            admitted.append(key)
+        return a
+
+    gate.try_admit = spy  # type: ignore[method-assign]
+    # the only stream is busy at first, so that both hosts meet a 503 whatever the timing
+    assert real_admit("host holder").admitted
+    sa, pa, ra = gated_host(rig, gated, "ha", {})
+    wait_until(lambda: "host ha" in gate.waiting(), "ha's first 503")
+    sb, pb, rb = gated_host(rig, gated, "hb", {})
+    wait_until(lambda: "host hb" in gate.waiting(), "hb's first 503")
+    gate.release("host holder")
+    out_a, _ = pa.communicate(timeout=120)
+    out_b, _ = pb.communicate(timeout=120)
+    sha = hashlib.sha256(IMAGE).hexdigest()
+    for session, root, out in ((sa, ra, out_a), (sb, rb, out_b)):
+        log = session.reports[FAILED].log
+        assert "image streams busy (503): retrying every 1s" in log, out
+        assert "image stream admitted after" in log, out
+        assert f"sha256 verified: {sha}" in log, out
+        assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
+        # the fake disk's image has no partition table: that is where these runs stop
+        assert "FAILED: the image on /dev/vdz has no partition table" in log
+    assert admitted == ["host ha", "host hb"]  # first asked, first served
+    assert gate.active == 0
+
+
+def test_host_gives_up_after_image_wait_and_reports_it(rig: dict, gated: DeployServer) -> None:
+    assert gated.gate is not None and gated.gate.try_admit("host holder").admitted  # never freed
+    session, proc, root = gated_host(rig, gated, "hc", {"IMAGE_WAIT_S": "2"})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    log = session.reports[FAILED].log
+    assert "FAILED: the deploy server's image streams stayed busy (503) for over 2s" in log
+    assert "settings.embedded.max_image_streams" in log
+    assert (root / "dev/vdz").read_bytes() == b"\xaa" * (3 << 20)  # nothing written

@@ -7,6 +7,7 @@ peers (tests/integration/deploy, tests/integration/maas, and the lab end-to-end 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +91,7 @@ def site(tmp_path: Path) -> Site:
     return load_site(tmp_path / "site.yml")
 
 
-def runner(site: Site, tmp_path: Path, backend: ScriptedBackend, **opts: object) -> RackRunner:
+def runner(site: Site, tmp_path: Path, backend: DeployBackend, **opts: object) -> RackRunner:
     store = StateStore(tmp_path / "state.sqlite", site=site.name)
     options = RackOptions(configure=False, wait_ssh=False, **opts)  # type: ignore[arg-type]
     return RackRunner(site, store, backend, open_bmc=None, reporter=Recorder(), options=options)
@@ -264,3 +265,44 @@ def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.
     assert code == 0 and recaps["h1"].success
     books = [a for a in seen[0] if a.endswith(".yml")]
     assert [Path(b).name for b in books] == ["base.yml", "monitoring.yml"]
+
+
+def test_gated_streams_allow_more_hosts_in_flight() -> None:
+    image = 4 * 2**30
+    plan = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, image_bytes=image, streams=8)
+    assert (plan.size, plan.streams) == (64, 8)  # 8 hosts per stream
+    assert plan.reason == "64 hosts at once, 8 image streams (uplink 100 Gb/s x 80% / 10 Gb/s)"
+    assert plan.summary == plan.reason
+    ungated = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10)
+    assert ungated.summary == "8 at once (100 Gb/s uplink x 80% / 10 Gb/s per host = 8 at once)"
+    assert plan.est_makespan_s is not None and plan.bound_s is not None
+    assert plan.est_makespan_s >= plan.bound_s
+    # capped at 64 hosts in flight, never below the stream count
+    assert choose_wave_size(400, uplink_gbps=400, host_link_gbps=10, streams=32).size == 64
+    assert choose_wave_size(400, uplink_gbps=1000, host_link_gbps=10, streams=80).size == 80
+    # a small lab: every host at once, as before
+    assert choose_wave_size(3, uplink_gbps=38, host_link_gbps=10, streams=3).size == 3
+    assert choose_wave_size(2, uplink_gbps=1, host_link_gbps=10, streams=1).size == 2
+    # --max-parallel still wins; the reason names the streams too
+    explicit = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=8, explicit=16)
+    assert explicit.size == 16 and explicit.reason == "--max-parallel 16, 8 image streams"
+    # a stream count set by hand is named as such
+    manual = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=4)
+    assert manual.size == 32 and "settings.embedded.max_image_streams" in manual.reason
+
+
+def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path) -> None:
+    from provisioner.deploy.embedded.backend import EmbeddedBackend
+    from provisioner.deploy.embedded.settings import max_image_streams
+
+    streams = max_image_streams(site)
+    s = site.settings
+    link = float((s.embedded or {}).get("host_link_gbps", 10))
+    assert streams == max(1, math.floor(s.uplink_gbps * 0.8 / link))
+    backend = EmbeddedBackend()
+    assert backend.image_streams(site) == streams
+    hosts = list(site.hosts)
+    plan = runner(site, tmp_path, backend).wave_plan(len(hosts))
+    assert plan.streams == streams and plan.size >= min(len(hosts), streams)
+    # the ungated test backend keeps the old rule: hosts at once = streams
+    assert runner(site, tmp_path, ScriptedBackend()).wave_plan(len(hosts)).streams is None

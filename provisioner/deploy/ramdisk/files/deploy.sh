@@ -4,7 +4,7 @@
 # grow the root partition and filesystem, write the cloud-init NoCloud seed, report, power off.
 # Only the chosen disk is written: data disks are never touched.
 set -u
-. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS
+. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS IMAGE_WAIT_S IMAGE_RETRY_S
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
 TMP=${TMPDIR:-/tmp}
@@ -34,17 +34,55 @@ disk=$(sh "${PICK_DISK:-/pick-disk.sh}" "$@" 2>$TMP/pick.err) || { cat $TMP/pick
 cat $TMP/pick.err >> "$LOG"
 log "root disk: /dev/$disk ($(cat "$SYS/block/$disk/size") sectors)"
 
+# The server admits a limited number of image streams at once and answers the others
+# "503 Service Unavailable" with Retry-After (its FIFO ticket for this host keeps its place while
+# we keep asking). busybox wget (1.35) prints only the status line of an error response, not its
+# headers, so Retry-After cannot be read here: the wait is IMAGE_RETRY_S from the per-host
+# config (the server's Retry-After value), or a Retry-After a wget that prints headers showed,
+# plus a jitter of up to 50% so that refused hosts do not retry in lockstep. A 503 carries no
+# body: nothing is written to the disk before the stream is admitted (dd's notrunc keeps a
+# busy answer from truncating a target that is a plain file). Gives up after IMAGE_WAIT_S
+# seconds of busy answers.
+stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited too long
+  waited_since=$(date +%s)
+  limit=${IMAGE_WAIT_S:-7200}
+  busy=0
+  while :; do
+    rm -f $TMP/sum.fifo; mkfifo $TMP/sum.fifo
+    sha256sum < $TMP/sum.fifo > $TMP/sum &
+    hasher=$!
+    set -o pipefail
+    if wget -q -S -O - "$IMAGE_URL" 2>$TMP/wget.err | tee $TMP/sum.fifo \
+        | dd of="$1" bs=4M iflag=fullblock conv=notrunc,fsync 2>>"$LOG"; then
+      set +o pipefail
+      wait "$hasher"
+      [ "$busy" -gt 0 ] && log "image stream admitted after $busy busy answer(s), $(( $(date +%s) - waited_since )) s"
+      return 0
+    fi
+    set +o pipefail
+    wait "$hasher"
+    if ! grep -q '^ *HTTP/[0-9.]* 503' $TMP/wget.err; then
+      grep -v '^  ' $TMP/wget.err >> "$LOG"
+      return 1
+    fi
+    busy=$((busy + 1))
+    after=$(sed -n 's/^ *[Rr][Ee][Tt][Rr][Yy]-[Aa][Ff][Tt][Ee][Rr]: *\([0-9][0-9]*\).*/\1/p' $TMP/wget.err | tail -1)
+    after=${after:-${IMAGE_RETRY_S:-1}}
+    jitter=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % ((after + 1) / 2 + 1) ))
+    elapsed=$(( $(date +%s) - waited_since ))
+    [ $((elapsed + after + jitter)) -le "$limit" ] || return 2
+    [ "$busy" -eq 1 ] && log "image streams busy (503): retrying every ${after}s (+jitter), up to ${limit}s"
+    sleep $((after + jitter))
+  done
+}
+
 log "streaming $IMAGE_URL to /dev/$disk"
-rm -f $TMP/sum.fifo; mkfifo $TMP/sum.fifo
-sha256sum < $TMP/sum.fifo > $TMP/sum &
-hasher=$!
-set -o pipefail
-if ! wget -q -O - "$IMAGE_URL" | tee $TMP/sum.fifo | dd of="$DEV/$disk" bs=4M iflag=fullblock conv=fsync 2>>"$LOG"; then
-  wait "$hasher"
-  fail "download or write of the image failed"
-fi
-set +o pipefail
-wait "$hasher"
+stream_image "$DEV/$disk"
+case $? in
+  0) ;;
+  2) fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
+  *) fail "download or write of the image failed" ;;
+esac
 got=$(cut -d' ' -f1 $TMP/sum)
 if [ "$got" != "$IMAGE_SHA256" ]; then
   # a corrupt image must never boot: clear its partition table

@@ -1,0 +1,151 @@
+"""The deploy HTTP server's image-stream gate on loopback: 503 + Retry-After beyond the limit,
+FIFO admission, the stream given back when the body is sent and when the client drops
+mid-stream, ungated paths, and logs without tokens."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from provisioner.deploy.embedded.gate import StreamGate
+from provisioner.deploy.embedded.http import DeployServer
+from provisioner.deploy.embedded.sessions import HostSession
+
+IMAGE = "images/abc.raw"
+BIG = 64 << 20  # larger than any socket buffer: a dropped client leaves the server mid-write
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[DeployServer]:
+    srv = DeployServer(
+        bind="127.0.0.1", port=0, public_url="http://127.0.0.1", max_image_streams=1,
+        retry_after_s=3,
+    )
+    small = tmp_path / "image.raw"
+    small.write_bytes(bytes(range(256)) * 4096)
+    big = tmp_path / "big.raw"
+    with big.open("wb") as f:
+        f.truncate(BIG)
+    srv.files[IMAGE] = small
+    srv.files["images/big.raw"] = big
+    srv.files["ramdisk/initrd.img"] = small
+    srv.gated_files.update({IMAGE, "images/big.raw"})
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def url(srv: DeployServer, path: str) -> str:
+    return f"http://127.0.0.1:{srv.port}{path}"
+
+
+def gate(srv: DeployServer) -> StreamGate:
+    assert srv.gate is not None
+    return srv.gate
+
+
+def wait_until(cond: object, what: str, limit_s: float = 30.0) -> None:
+    # polls for a state the server reaches asynchronously; the limit only stops a hung test
+    deadline = time.monotonic() + limit_s
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_busy_streams_get_503_with_retry_after(server: DeployServer) -> None:
+    assert gate(server).try_admit("host holder").admitted  # the only stream is taken
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5)
+    assert r.status_code == 503
+    assert r.headers["Retry-After"] == "3"
+    assert "all 1 image streams are busy; queue place 1" in r.text
+    assert gate(server).waiting() == ["host h1"]
+    gate(server).release("host holder")
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5)
+    assert r.status_code == 200 and r.content == bytes(range(256)) * 4096
+    wait_until(lambda: gate(server).active == 0, "the stream to be given back")
+    assert gate(server).waiting() == []
+
+
+def test_fifo_admission_across_retries(server: DeployServer) -> None:
+    assert gate(server).try_admit("host holder").admitted
+    for host in ("h1", "h2", "h3"):
+        assert requests.get(url(server, f"/files/{IMAGE}?host={host}"), timeout=5).status_code == 503
+    gate(server).release("host holder")
+    # the stream is free, but younger tickets asking first still wait for h1
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h3"), timeout=5).status_code == 503
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h2"), timeout=5).status_code == 503
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5).status_code == 200
+    wait_until(lambda: gate(server).active == 0, "h1's stream to be given back")
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h2"), timeout=5).status_code == 200
+
+
+def test_client_dropping_mid_stream_frees_the_stream(server: DeployServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /files/images/big.raw?host=h1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert gate(server).active == 1
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    # the server's next write fails; werkzeug closes the body iterator, which frees the stream
+    wait_until(lambda: gate(server).active == 0, "the dropped stream to be given back")
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h2"), timeout=5)
+    assert r.status_code == 200
+
+
+def test_ungated_paths_are_served_while_streams_are_busy(server: DeployServer) -> None:
+    s = HostSession(host="h1", mac="52:54:00:18:00:01", method="image",
+                    ipxe_script="#!ipxe\n", config_env="DEPLOY_TOKEN='t'\n")
+    server.register(s)
+    assert gate(server).try_admit("host holder").admitted
+    assert requests.get(url(server, "/files/ramdisk/initrd.img"), timeout=5).status_code == 200
+    assert requests.get(url(server, "/ipxe/52-54-00-18-00-01"), timeout=5).status_code == 200
+    assert requests.get(url(server, "/deploy/h1/config"), timeout=5).status_code == 200
+    assert requests.head(url(server, f"/files/{IMAGE}"), timeout=5).status_code == 200
+    assert gate(server).active == 1 and gate(server).waiting() == []
+
+
+def test_unregistering_a_host_drops_its_ticket(server: DeployServer) -> None:
+    assert gate(server).try_admit("host holder").admitted
+    for host in ("h1", "h2"):
+        assert requests.get(url(server, f"/files/{IMAGE}?host={host}"), timeout=5).status_code == 503
+    server.unregister("h1")  # its deploy ended (failed, timed out): it must not hold the queue
+    gate(server).release("host holder")
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h2"), timeout=5).status_code == 200
+
+
+def test_no_gate_without_a_limit(tmp_path: Path) -> None:
+    srv = DeployServer(bind="127.0.0.1", port=0, public_url="")
+    blob = tmp_path / "image.raw"
+    blob.write_bytes(b"x" * 1024)
+    srv.files[IMAGE] = blob
+    srv.gated_files.add(IMAGE)
+    srv.start()
+    try:
+        assert srv.gate is None
+        assert requests.get(url(srv, f"/files/{IMAGE}"), timeout=5).status_code == 200
+    finally:
+        srv.stop()
+
+
+def test_gate_logs_carry_no_tokens(server: DeployServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="provisioner.deploy.http")
+    s = HostSession(host="h1", mac="52:54:00:18:00:01", method="image", ipxe_script="")
+    server.register(s)
+    token = s.boot_token.reveal()
+    assert gate(server).try_admit("host holder").admitted
+    requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5)
+    requests.post(url(server, f"/phone-home/h1/{token}"), timeout=5)
+    gate(server).release("host holder")
+    requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5)
+    wait_until(lambda: gate(server).active == 0, "the stream to be given back")
+    text = caplog.text
+    assert "image stream refused for 127.0.0.1 (host h1): 1/1 streams busy, queue place 1" in text
+    assert "image stream 1/1 admitted for 127.0.0.1 (host h1)" in text
+    assert "image stream released by 127.0.0.1 (host h1)" in text
+    assert token not in text and s.token.reveal() not in text
