@@ -79,10 +79,28 @@ def ssh_target(site: Site, host: Host, settings: HealthSettings) -> SshTarget:
     )
 
 
+# A host that entered one of these states got (or is getting) a new OS: health runs from
+# before vouch for nothing on the new install (driver, firmware settings, configuration).
+_NEW_INSTALL = frozenset({NodeState.DEPLOYING, NodeState.ENROLLED})
+_NOT_SCHEDULABLE = frozenset({NodeState.DEPLOYING, NodeState.FAILED, NodeState.MAINTENANCE})
+
+
+def last_install(store: StateStore, host: str) -> datetime | None:
+    """When the host last started a new install (or was enrolled afresh); None if never."""
+    for event in reversed(store.events(host)):
+        if event.kind == "transition" and event.to_state in _NEW_INSTALL:
+            return event.ts
+    return None
+
+
 def clean_streak(store: StateStore, host: str, limit: int) -> int:
-    """Consecutive clean runs before this one (newest first, stopping at the first unclean)."""
+    """Consecutive clean runs before this one since the host's last install (newest first,
+    stopping at the first unclean)."""
+    since = last_install(store, host)
     streak = 0
     for run in store.health_history(host, limit=limit):
+        if since is not None and run.ts < since:
+            break
         if all(r.get("status") in (Status.PASS, Status.NOT_APPLICABLE) for r in run.results):
             streak += 1
         else:
@@ -232,9 +250,17 @@ def latest_report(store: StateStore, host: str) -> HostReport | None:
 
 
 def golden_hosts(store: StateStore, names: list[str]) -> list[tuple[str, HostReport]]:
-    """Hosts whose latest run was judged golden, with that run."""
+    """Hosts whose latest run since their last install was judged golden, unless they are
+    being re-imaged, failed or in maintenance since."""
     out = []
+    states = {r.name: r.state for r in store.all()}
     for name in names:
+        if states.get(name) in _NOT_SCHEDULABLE:
+            continue
+        runs = store.health_history(name, limit=1)
+        since = last_install(store, name)
+        if not runs or (since is not None and runs[0].ts < since):
+            continue
         rep = latest_report(store, name)
         if rep is not None and rep.verdict is Verdict.GOLDEN:
             out.append((name, rep))

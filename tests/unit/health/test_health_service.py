@@ -152,3 +152,35 @@ def test_old_xids_are_downgraded_once_the_gpus_check_clean() -> None:
     assert age_old_xids(mk(new_event, ecc_ok), first).results[0].status is Status.FAIL
     repair = xid.model_copy(update={"remedy": xid.remedy.model_copy(update={"kind": RemedyKind.REPAIR})})
     assert age_old_xids(mk(repair, ecc_ok), mk(repair, ecc_ok, run="r1")).results[0].status is Status.FAIL
+
+
+def test_a_reinstall_starts_the_golden_streak_again(store: StateStore) -> None:
+    """Runs from before a re-image vouch for nothing on the new OS: the host leaves the golden
+    list while it is re-imaged and must earn it again with runs on the new install."""
+    record(store, rep("a", Status.PASS))
+    record(store, rep("a", Status.PASS, streak=1))
+    assert [n for n, _ in golden_hosts(store, ["a"])] == ["a"]
+    assert clean_streak(store, "a", 10) == 2
+
+    store.transition("a", NodeState.DEPLOYING, reason="reimage")
+    assert golden_hosts(store, ["a"]) == []  # being re-imaged: not schedulable
+    assert clean_streak(store, "a", 10) == 0
+    store.transition("a", NodeState.DEPLOYED)
+    assert golden_hosts(store, ["a"]) == []  # its golden run was on the old install
+
+    store.transition("a", NodeState.CONFIGURED)
+    record(store, rep("a", Status.PASS, streak=clean_streak(store, "a", 10)))
+    assert latest_report(store, "a").verdict is Verdict.HEALTHY  # golden_after is 2
+    assert clean_streak(store, "a", 10) == 1
+    record(store, rep("a", Status.PASS, streak=clean_streak(store, "a", 10)))
+    assert [n for n, _ in golden_hosts(store, ["a"])] == ["a"]
+
+
+def test_golden_hosts_leave_out_failed_and_maintenance_hosts(store: StateStore) -> None:
+    for h in ("a", "b"):
+        record(store, rep(h, Status.PASS))
+        record(store, rep(h, Status.PASS, streak=1))
+    store.transition("b", NodeState.MAINTENANCE, reason="PSU swap")
+    assert [n for n, _ in golden_hosts(store, ["a", "b"])] == ["a"]
+    store.transition("a", NodeState.FAILED, error="deploy: disk not found")
+    assert golden_hosts(store, ["a", "b"]) == []
