@@ -32,6 +32,10 @@ HOSTS_PER_STREAM = 8
 MAX_HOSTS_IN_FLIGHT = 64
 
 
+def _hosts(n: int) -> str:
+    return f"{n} host" if n == 1 else f"{n} hosts"
+
+
 @dataclass(frozen=True)
 class WavePlan:
     """The chosen concurrency and what it implies."""
@@ -45,7 +49,7 @@ class WavePlan:
     @property
     def summary(self) -> str:
         """One line for the run summary and --dry-run."""
-        if self.reason.startswith(f"{self.size} hosts at once"):
+        if self.reason.startswith(f"{_hosts(self.size)} at once"):
             return self.reason  # already says hosts and streams
         return f"{self.size} at once ({self.reason})"
 
@@ -85,7 +89,7 @@ def choose_wave_size(
     elif streams is not None:
         size = min(hosts, max(streams, min(HOSTS_PER_STREAM * streams, MAX_HOSTS_IN_FLIGHT)))
         how = why_fill if streams == fill else "settings.embedded.max_image_streams"
-        reason = f"{size} hosts at once, {streams} image streams ({how})"
+        reason = f"{_hosts(size)} at once, {streams} image stream{'' if streams == 1 else 's'} ({how})"
     else:
         size = min(fill, hosts)
         reason = (

@@ -283,6 +283,10 @@ def test_gated_streams_allow_more_hosts_in_flight() -> None:
     # a small lab: every host at once, as before
     assert choose_wave_size(3, uplink_gbps=38, host_link_gbps=10, streams=3).size == 3
     assert choose_wave_size(2, uplink_gbps=1, host_link_gbps=10, streams=1).size == 2
+    one = choose_wave_size(1, uplink_gbps=25, host_link_gbps=10, streams=2)
+    assert one.summary == "1 host at once, 2 image streams (uplink 25 Gb/s x 80% / 10 Gb/s)"
+    assert choose_wave_size(8, uplink_gbps=10, host_link_gbps=10, streams=1).summary == (
+        "8 hosts at once, 1 image stream (uplink 10 Gb/s x 80% / 10 Gb/s)")
     # --max-parallel still wins; the reason names the streams too
     explicit = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=8, explicit=16)
     assert explicit.size == 16 and explicit.reason == "--max-parallel 16, 8 image streams"
