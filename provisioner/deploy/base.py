@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,14 @@ DeployMethod = Literal["image", "autoinstall"]
 # Called by a backend as a host moves through its phases, e.g. ("gpu-r01-u02", "pxe", "booting
 # deploy ramdisk"); the workflow turns these into progress lines, timings and state events.
 ProgressFn = Callable[[str, str, str], None]
+
+HEADROOM = 0.8  # share of the uplink the image streams may fill
+
+
+def image_streams(uplink_gbps: float, host_link_gbps: float, headroom: float = HEADROOM) -> int:
+    """How many host links fill ``headroom`` of the uplink (at least 1): the image streams a
+    deploy server admits at once, and the workflow's wave when a backend does not gate them."""
+    return max(1, math.floor(uplink_gbps * headroom / host_link_gbps))
 
 
 @dataclass

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-HEADROOM = 0.8  # share of the uplink the image streams may fill
+from provisioner.deploy.base import HEADROOM, image_streams
+
 # 8 hosts per stream: a host in flight streams for a small part of its deploy (3.4 s of ~16 s
 # in benchmarks/rack.py with responsive BMCs and no POST; a far smaller part with real POST
 # times of minutes), so several hosts per stream keep the gated streams busy. On 512 simulated
@@ -52,11 +53,6 @@ class WavePlan:
         if self.reason.startswith(f"{_hosts(self.size)} at once"):
             return self.reason  # already says hosts and streams
         return f"{self.size} at once ({self.reason})"
-
-
-def image_streams(uplink_gbps: float, host_link_gbps: float, headroom: float = HEADROOM) -> int:
-    """How many host links fill ``headroom`` of the uplink (at least 1)."""
-    return max(1, math.floor(uplink_gbps * headroom / host_link_gbps))
 
 
 def choose_wave_size(

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from provisioner.deploy.base import image_streams
 from provisioner.exceptions import InventoryError
-from provisioner.workflow.waves import image_streams
 
 if TYPE_CHECKING:
     from provisioner.inventory.model import Site
