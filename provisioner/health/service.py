@@ -27,6 +27,7 @@ from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, 
 from provisioner.health.ssh import SshClient, SshTarget
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
+from provisioner.state.store import HealthRun
 
 # States in which a host runs an OS we can log into; the others are skipped (a host being
 # installed would otherwise be marked failed for not answering SSH).
@@ -85,18 +86,10 @@ _NEW_INSTALL = frozenset({NodeState.DEPLOYING, NodeState.ENROLLED})
 _NOT_SCHEDULABLE = frozenset({NodeState.DEPLOYING, NodeState.FAILED, NodeState.MAINTENANCE})
 
 
-def last_install(store: StateStore, host: str) -> datetime | None:
-    """When the host last started a new install (or was enrolled afresh); None if never."""
-    for event in reversed(store.events(host)):
-        if event.kind == "transition" and event.to_state in _NEW_INSTALL:
-            return event.ts
-    return None
-
-
 def clean_streak(store: StateStore, host: str, limit: int) -> int:
     """Consecutive clean runs before this one since the host's last install (newest first,
     stopping at the first unclean)."""
-    since = last_install(store, host)
+    since = store.last_entered(host, _NEW_INSTALL)
     streak = 0
     for run in store.health_history(host, limit=limit):
         if since is not None and run.ts < since:
@@ -240,9 +233,10 @@ def run_site_health(
 def latest_report(store: StateStore, host: str) -> HostReport | None:
     """The host's last stored health run as a report (None before its first run)."""
     runs = store.health_history(host, limit=1)
-    if not runs:
-        return None
-    run = runs[0]
+    return _report(host, runs[0]) if runs else None
+
+
+def _report(host: str, run: HealthRun) -> HostReport:
     results = [CheckResult.model_validate(r) for r in run.results]
     return HostReport(host=host, run_id=run.run_id, started_at=run.ts.isoformat(timespec="seconds"),
                       duration_s=0.0, results=results, verdict=Verdict(run.verdict),
@@ -258,11 +252,11 @@ def golden_hosts(store: StateStore, names: list[str]) -> list[tuple[str, HostRep
         if states.get(name) in _NOT_SCHEDULABLE:
             continue
         runs = store.health_history(name, limit=1)
-        since = last_install(store, name)
+        since = store.last_entered(name, _NEW_INSTALL)
         if not runs or (since is not None and runs[0].ts < since):
             continue
-        rep = latest_report(store, name)
-        if rep is not None and rep.verdict is Verdict.GOLDEN:
+        rep = _report(name, runs[0])
+        if rep.verdict is Verdict.GOLDEN:
             out.append((name, rep))
     return out
 

@@ -17,7 +17,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -397,6 +397,16 @@ class StateStore:
             )
             for r in rows
         ]
+
+    def last_entered(self, name: str, states: Iterable[NodeState]) -> datetime | None:
+        """When the host last moved into one of ``states`` (None if it never did)."""
+        wanted = [s.value for s in states]
+        row = self._conn().execute(
+            "SELECT ts FROM events WHERE host=? AND kind='transition' AND to_state IN "
+            f"({', '.join('?' * len(wanted))}) ORDER BY id DESC LIMIT 1",
+            (name, *wanted),
+        ).fetchone()
+        return _dt(row[0]) if row else None
 
     # -- health ------------------------------------------------------------------------------
 

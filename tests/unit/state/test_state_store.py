@@ -46,6 +46,16 @@ def test_happy_path_and_events(store: StateStore) -> None:
     assert len(kinds) == 6
 
 
+def test_last_entered_finds_the_newest_transition_into_the_states(store: StateStore) -> None:
+    assert store.last_entered("h1", [S.DEPLOYING, S.ENROLLED]) is None  # enrolment is no transition
+    for st in (S.DISCOVERED, S.DEPLOYING, S.DEPLOYED, S.DEPLOYING, S.DEPLOYED):
+        store.transition("h1", st)
+    deploying = [e for e in store.events("h1") if e.to_state is S.DEPLOYING]
+    assert store.last_entered("h1", [S.DEPLOYING, S.ENROLLED]) == deploying[-1].ts
+    assert store.last_entered("h1", [S.VALIDATED]) is None
+    assert store.last_entered("h2", [S.DEPLOYING]) is None
+
+
 def test_illegal_transition_refused(store: StateStore) -> None:
     with pytest.raises(IllegalTransition, match="cannot go from enrolled to deployed"):
         store.transition("h1", S.DEPLOYED)
