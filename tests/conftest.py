@@ -1,11 +1,17 @@
-"""Shared pytest fixtures: paths to the repository and to the recorded real-system corpus."""
+"""Shared pytest fixtures: paths to the repository and to the recorded real-system corpus, and
+the lab's generated site written offline."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from provisioner.lab.plan import LabPlan
 
 REPO = Path(__file__).resolve().parent.parent
 # Recordings from real systems live beside the checkout (../shared/corpus) and are never
@@ -32,3 +38,21 @@ def corpus_path(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"corpus file not found: {p}")
     return p
+
+
+@pytest.fixture
+def write_lab_site() -> Callable[[LabPlan], LabPlan]:
+    """Writes a plan's generated site (CA, SSH key, BMC passwords, site.yml) as `lab up` would,
+    without building anything else; returns the plan."""
+    from provisioner.lab import pki, sitegen
+
+    def write(plan: LabPlan) -> LabPlan:
+        ca_cert, _ = pki.ensure_ca(plan.pki_dir, plan.netns)
+        key, pub = pki.ensure_ssh_key(plan.ssh_dir, "lab")
+        for host in plan.lab_hosts:
+            pki.ensure_password(plan.password_file(host))
+        doc = sitegen.site_document(plan, ssh_public_key=pub, ssh_private_key=key)
+        sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
+        return plan
+
+    return write

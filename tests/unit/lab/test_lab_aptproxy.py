@@ -18,7 +18,7 @@ import pytest
 from provisioner.exceptions import NotReady
 from provisioner.health.config import HealthSettings
 from provisioner.inventory import load_site
-from provisioner.lab import aptproxy, pki, sitegen
+from provisioner.lab import aptproxy
 from provisioner.lab.aptproxy import AptProxy, LabAptProxyError
 from provisioner.lab.plan import LabPlan
 
@@ -76,14 +76,8 @@ def test_config_follows_the_mirror_the_lab_image_is_built_from(tmp_path, monkeyp
     assert "; http://mirror.example.org/debian-security/\n" in text
 
 
-def test_site_points_apt_and_known_hosts_at_the_lab(tmp_path):
-    plan = _plan(tmp_path, slot=3)
-    ca_cert, _ = pki.ensure_ca(plan.pki_dir, plan.netns)
-    key, pub = pki.ensure_ssh_key(plan.ssh_dir, "lab")
-    for host in plan.lab_hosts:
-        pki.ensure_password(plan.password_file(host))
-    doc = sitegen.site_document(plan, ssh_public_key=pub, ssh_private_key=key)
-    sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
+def test_site_points_apt_and_known_hosts_at_the_lab(tmp_path, write_lab_site):
+    plan = write_lab_site(_plan(tmp_path, slot=3))
     site = load_site("lab", inventory_dir=plan.inventory_dir)
     assert site.settings.apt_proxy == "http://198.18.62.1:3142"
     health = HealthSettings.model_validate(site.settings.health)

@@ -12,22 +12,15 @@ from provisioner.exceptions import InputError
 from provisioner.inventory import load_site
 from provisioner.inventory.ansible_view import ansible_inventory
 from provisioner.inventory.credentials import resolve_credentials
-from provisioner.lab import pki, sitegen
+from provisioner.lab import sitegen
 from provisioner.lab.plan import LabPlan
 
 
 @pytest.fixture
-def lab_site(tmp_path):
-    plan = LabPlan(
-        netns="plabt", hosts=3, disks=3, state_dir=tmp_path / "state", inventory_dir=tmp_path
+def lab_site(tmp_path, write_lab_site):
+    return write_lab_site(
+        LabPlan(netns="plabt", hosts=3, disks=3, state_dir=tmp_path / "state", inventory_dir=tmp_path)
     )
-    ca_cert, _ = pki.ensure_ca(plan.pki_dir, plan.netns)
-    key, pub = pki.ensure_ssh_key(plan.ssh_dir, "lab")
-    for host in plan.lab_hosts:
-        pki.ensure_password(plan.password_file(host))
-    doc = sitegen.site_document(plan, ssh_public_key=pub, ssh_private_key=key)
-    sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
-    return plan
 
 
 def test_generated_site_loads_and_describes_each_vm(lab_site):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from provisioner.inventory import load_site
-from provisioner.lab import pki, sitegen
 from provisioner.lab.plan import LabPlan
 from provisioner.workflow import configure
 from provisioner.workflow.configure import KeyTarget, known_hosts_file, replace_known_hosts
@@ -19,15 +19,8 @@ OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOTHEROTHEROTHEROTHEROTHEROTHEROTHE
 
 
 @pytest.fixture
-def lab_site(tmp_path: Path) -> LabPlan:
-    plan = LabPlan(netns="plabk", state_dir=tmp_path / "state", inventory_dir=tmp_path)
-    ca_cert, _ = pki.ensure_ca(plan.pki_dir, plan.netns)
-    key, pub = pki.ensure_ssh_key(plan.ssh_dir, "lab")
-    for host in plan.lab_hosts:
-        pki.ensure_password(plan.password_file(host))
-    doc = sitegen.site_document(plan, ssh_public_key=pub, ssh_private_key=key)
-    sitegen.write_site(plan, sitegen.render_site(doc, plan), ca_cert.read_bytes())
-    return plan
+def lab_site(tmp_path: Path, write_lab_site: Callable[[LabPlan], LabPlan]) -> LabPlan:
+    return write_lab_site(LabPlan(netns="plabk", state_dir=tmp_path / "state", inventory_dir=tmp_path))
 
 
 def test_stale_entries_go_plain_or_hashed_and_others_stay(tmp_path):
