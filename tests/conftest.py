@@ -3,7 +3,6 @@ the lab's generated site written offline."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,9 +13,9 @@ if TYPE_CHECKING:
     from provisioner.lab.plan import LabPlan
 
 REPO = Path(__file__).resolve().parent.parent
-# Recordings from real systems live beside the checkout (../shared/corpus) and are never
-# copied into the repository; tests that need them skip cleanly where they are absent.
-CORPUS = Path(os.environ.get("PROVISIONER_CORPUS", REPO.parent / "shared" / "corpus"))
+# Recordings from real systems live in the repository (each folder with its PROVENANCE.md), so a
+# clone tests itself alone; a missing recording is a failure, never a skip.
+CORPUS = REPO / "tests" / "fixtures" / "corpus"
 
 
 @pytest.fixture(scope="session")
@@ -26,17 +25,17 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The real-system corpus folder; skips the test when it is not there."""
+    """The real-system corpus folder; fails the test when it is not there."""
     if not CORPUS.is_dir():
-        pytest.skip(f"real-system corpus not found at {CORPUS}")
+        pytest.fail(f"real-system corpus not found at {CORPUS} (it is part of the repository)")
     return CORPUS
 
 
 def corpus_path(*parts: str) -> Path:
-    """A path inside the corpus, skipping the calling test if it is absent."""
+    """A path inside the corpus; fails the calling test if it is absent."""
     p = CORPUS.joinpath(*parts)
     if not p.exists():
-        pytest.skip(f"corpus file not found: {p}")
+        pytest.fail(f"recording not found: {p} (tests/fixtures/corpus is part of the repository)")
     return p
 
 

@@ -1,4 +1,4 @@
-"""Discovery parsers on the real recorded outputs (../shared/corpus) and on our own fixtures."""
+"""Discovery parsers on the real recorded outputs (tests/fixtures/corpus) and on our own fixtures."""
 
 from __future__ import annotations
 
