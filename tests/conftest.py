@@ -12,6 +12,9 @@ import pytest
 if TYPE_CHECKING:
     from provisioner.lab.plan import LabPlan
 
+# skip_policy fails a run that skips for anything but a missing machine capability.
+pytest_plugins = ("tests.skip_policy", "pytester")
+
 REPO = Path(__file__).resolve().parent.parent
 # Recordings from real systems live in the repository (each folder with its PROVENANCE.md), so a
 # clone tests itself alone; a missing recording is a failure, never a skip.

@@ -26,7 +26,7 @@ from provisioner.deploy.base import DeployRequest
 from provisioner.deploy.embedded import EmbeddedBackend
 from provisioner.deploy.embedded.dnsmasq import DnsmasqService, Reservation, parse_offers
 from provisioner.deploy.embedded.settings import embedded_settings
-from provisioner.exceptions import BMCError, DeployError, InventoryError
+from provisioner.exceptions import BMCError, DeployError, InputError, InventoryError
 from provisioner.inventory.loader import load_site
 
 pytestmark = pytest.mark.lab
@@ -302,7 +302,7 @@ def test_deploy_without_bmc_or_prepare(backend: EmbeddedBackend, tmp_path: Path,
     backend.prepare(site, [req])
     out = backend.deploy(req, lambda *a: None)
     assert not out.ok and "no BMC to drive" in out.reason
-    with pytest.raises(Exception, match="does not erase"):
+    with pytest.raises(InputError, match="does not erase"):
         backend.release(req, erase=True)
     backend.release(req)
 

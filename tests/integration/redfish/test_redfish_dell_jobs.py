@@ -90,12 +90,23 @@ def test_failed_job_carries_the_idrac_message(idrac):
         bmc.close()
 
 
-def test_vanished_job_id_is_judged_by_the_attributes(idrac):
-    bmc = _open(idrac[0])
+def test_vanished_job_id_is_judged_by_the_attributes(idrac, monkeypatch):
+    url, log = idrac
+    bmc = _open(url)
+    bmc.job_timeout_s = 3600  # a vanished job must not be waited for
+    # The PATCH is sent to the real peer; the job it "created" is one neither queue knows.
+    monkeypatch.setattr(bmc, "_create_job", lambda settings: f"{JOBS}/JID_GONE")
+    before = len(log.read_text())
     try:
-        bmc._wait_job(f"{JOBS}/JID_GONE")  # neither queue knows it: no exception here
+        # sushy-static never applies the PATCH: read-back of the attributes is the verdict.
+        with pytest.raises(BMCVerifyFailed, match="PxeDev1EnDis"):
+            bmc.set_boot(BootTarget.PXE)
     finally:
         bmc.close()
+    sent = log.read_text()[before:]
+    # Both job queues were asked about the job before it was judged vanished.
+    assert f"GET {JOBS}/JID_GONE " in sent
+    assert "GET /redfish/v1/JobService/Jobs/JID_GONE " in sent
 
 
 def test_http_boot_names_the_port_in_httpdev1(idrac):

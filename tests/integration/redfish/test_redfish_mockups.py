@@ -6,6 +6,8 @@ changing anything: exactly a BMC that says yes and does nothing, which read-back
 
 from __future__ import annotations
 
+import ast
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,15 +148,51 @@ def test_dell_network_boot_sets_bios_port_and_verifies(dell_url):
     assert "job queue" in str(info.value)
 
 
-def test_power_actions_choose_allowed_reset_types(mockup):
-    _name, url = mockup
-    bmc = open_mockup(url)
-    try:
-        bmc.power(PowerAction.ON)  # already on: nothing sent
-        bmc.power(PowerAction.OFF)  # ForceOff is allowed everywhere here
-        bmc.power(PowerAction.RESTART)
-    finally:
-        bmc.close()
+@pytest.mark.parametrize("name", sorted(MOCKUPS))
+def test_power_actions_choose_allowed_reset_types(name, tmp_path):
+    # sushy-static accepts any ResetType, so the request log is what shows the client's choice.
+    for url in _serve(name, tmp_path):
+        bmc = open_mockup(url)
+        try:
+            bmc.power(PowerAction.ON)  # already on: nothing sent
+            bmc.power(PowerAction.OFF)
+            bmc.power(PowerAction.RESTART)
+        finally:
+            bmc.close()
+    posts = _reset_posts(next(tmp_path.glob("static-*.log")).read_text())
+    assert [reset for _path, reset in posts] == ["ForceOff", "ForceRestart"]
+    folder, sub = MOCKUPS[name]
+    root = corpus_path("redfish", folder, *sub.split("/"))
+    for path, reset in posts:
+        assert reset in _allowed_reset_types(root, path), (path, reset)
+
+
+def _reset_posts(log: str) -> list[tuple[str, str]]:
+    """(action path, ResetType) of every Reset POST in a sushy-static log (body logged first)."""
+    posts, body = [], None
+    for line in log.splitlines():
+        if line.startswith("Data: "):
+            body = json.loads(ast.literal_eval(line[len("Data: "):]))
+        elif '"POST ' in line and "Actions/ComputerSystem.Reset" in line:
+            assert body is not None, line
+            posts.append((line.split('"POST ', 1)[1].split(" ", 1)[0], body["ResetType"]))
+            body = None
+    return posts
+
+
+def _allowed_reset_types(root: Path, action_path: str) -> set[str]:
+    """The ResetType values the recording itself allows for that action."""
+    def read(path: str) -> dict:
+        rel = path.split("/redfish/v1", 1)[1].strip("/")
+        return json.loads((root / rel / "index.json").read_text())
+
+    system = read(action_path.split("/Actions/", 1)[0])
+    action = system["Actions"]["#ComputerSystem.Reset"]
+    if "ResetType@Redfish.AllowableValues" in action:
+        return set(action["ResetType@Redfish.AllowableValues"])
+    info = read(action["@Redfish.ActionInfo"])
+    return {v for p in info["Parameters"] if p["Name"] == "ResetType"
+            for v in p["AllowableValues"]}
 
 
 def test_virtual_media_insert_is_verified(mockup):

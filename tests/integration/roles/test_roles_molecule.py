@@ -51,8 +51,6 @@ def scenarios(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[
     # Submitted in the order the tests run, so each test waits for little more than its own.
     selected = [str(i.callspec.params["role"]) if hasattr(i, "callspec") else "playbooks"
                 for i in items]
-    if _missing_site_roles():
-        selected = [r for r in selected if r != "playbooks"]
     with ThreadPoolExecutor(max_workers=max(1, WORKERS)) as pool:
         yield {role: pool.submit(_run_scenario, role) for role in dict.fromkeys(selected)}
 
@@ -60,8 +58,8 @@ def scenarios(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[
 def test_site_playbook_on_a_host_without_gpus(scenarios: dict[str, Future[
         subprocess.CompletedProcess[str]]]) -> None:
     """site.yml: base, Docker and metrics run; GPU/RDMA/PCIe/ZFS stages skip; idempotent."""
-    if "playbooks" not in scenarios:
-        pytest.skip(f"site.yml needs roles not in roles/ yet: {', '.join(_missing_site_roles())}")
+    missing = _missing_site_roles()
+    assert not missing, f"playbooks name roles that are not in roles/: {', '.join(missing)}"
     proc = scenarios["playbooks"].result()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"molecule test of playbooks/site.yml failed:\n{out[-12000:]}"

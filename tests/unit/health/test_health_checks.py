@@ -1,4 +1,5 @@
-"""Each check judged on collected sections: real recordings (good) and synthetic faults (bad)."""
+"""Each check judged on collected sections: real recordings (tests/fixtures/corpus) and outputs
+written by the project in the same formats (tests/fixtures/health, see its README), good and bad."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The UFM REST client against a real HTTP server on loopback serving UFM-shaped JSON."""
+"""The UFM REST client against a stand-in UFM: a real HTTP server on loopback, written by the
+project from UFM's published REST API and serving UFM-shaped JSON (no UFM can run here)."""
 
 from __future__ import annotations
 
