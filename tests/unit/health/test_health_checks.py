@@ -304,3 +304,22 @@ def test_kernel_log_folds_repeated_messages():
     # are judged by gpu.xid, not here).
     assert r.status is Status.WARN and r.observed == {"lines": 30, "distinct": 1}
     assert r.evidence[0].startswith("30x ") and "nv_get_p2p_free_callback" in r.evidence[0]
+
+
+
+
+def test_ecc_off_on_a_525_driver_fails_instead_of_not_applicable():
+    exp = Expectations(gpus=1, gpu_model="H800", settings=HealthSettings(dcgm_exporter=False))
+    real = corpus_path("pcie-gpu", "nvidia-smi-q-nvlink-topo-h800x8-llm-action",
+                       "nvidia-smi-q-i0.525.105.17.h800").read_text()
+    # `-i 0` printed one of the 8 attached GPUs: say so, so gpu.count is not the point here.
+    real = real.replace("Attached GPUs                             : 8",
+                        "Attached GPUs                             : 1")
+    ecc = run(secs(nvsmi=real), exp)["gpu.ecc"]
+    assert ecc.status is Status.FAIL and ecc.remedy.kind is RemedyKind.REIMAGE
+    assert ecc.remedy.part == "GPU at PCI 0000:18:00.0 module 5 serial 1651323018291"
+    pending = run(secs(nvsmi=fx("nvidia-smi-q.525.h800.ecc-pending-on.txt").replace(
+        ": 8\n", ": 1\n", 1)), exp)["gpu.ecc"]
+    assert pending.status is Status.FAIL and pending.remedy.kind is RemedyKind.REBOOT
+    good = run(secs(nvsmi=fx("nvidia-smi-q.525.h800.ecc-on.txt")), exp)["gpu.ecc"]
+    assert good.status is Status.PASS
