@@ -290,7 +290,9 @@ class EmbeddedBackend(DeployBackend):
                 pick_disk_url=f"{base}/static/pick-disk.sh",
             )
             session.autoinstall = {
-                "user-data": ai.user_data(seed, hint, cb),
+                "user-data": ai.user_data(
+                    seed, hint, cb,
+                    data_disk_model=host.profile.disks.data_model if host.profile.disks else None),
                 "meta-data": cloudinit.meta_data(seed),
             }
         return session
