@@ -45,6 +45,37 @@ class CallbackSpec:
 # Rewritten by the early-command guard to the resolved disk (e.g. /dev/sda); matches no disk
 # until then, so an install without the guard fails instead of guessing.
 ROOT_DISK_PLACEHOLDER = "/dev/provisioner-root-disk"
+# A mirrored root: the guard resolves exactly two disks and writes them over "<prefix>0/1".
+MIRROR_PREFIX = "/dev/provisioner-root-disk-"
+MIRROR_DISKS = (f"{MIRROR_PREFIX}0", f"{MIRROR_PREFIX}1")
+_ACTION_TYPES = {"disk", "partition", "raid", "format", "mount"}
+
+
+def mirrored_storage() -> dict[str, Any]:
+    """A curtin ``storage: config`` for a RAID1 root over the two disks the guard resolves
+    (UEFI: an ESP on each disk, both grub targets; the rest of each disk in md0, ext4 on /).
+    curtin finds a disk action's ``path`` among each disk's DEVNAME/DEVLINKS."""
+    config: list[dict[str, Any]] = []
+    for i, path in enumerate(MIRROR_DISKS):
+        config += [
+            {"type": "disk", "id": f"root-disk-{i}", "path": path, "ptable": "gpt",
+             "wipe": "superblock-recursive", "preserve": False},
+            {"type": "partition", "id": f"esp-{i}", "device": f"root-disk-{i}", "number": 1,
+             "size": "1G", "flag": "boot", "grub_device": True, "wipe": "superblock",
+             "preserve": False},
+            {"type": "partition", "id": f"md-part-{i}", "device": f"root-disk-{i}", "number": 2,
+             "size": -1, "wipe": "superblock", "preserve": False},
+            {"type": "format", "id": f"fmt-esp-{i}", "volume": f"esp-{i}", "fstype": "fat32",
+             "preserve": False},
+        ]
+    config += [
+        {"type": "raid", "id": "md-root", "name": "md0", "raidlevel": 1,
+         "devices": ["md-part-0", "md-part-1"], "preserve": False},
+        {"type": "format", "id": "fmt-root", "volume": "md-root", "fstype": "ext4", "preserve": False},
+        {"type": "mount", "id": "mnt-root", "device": "fmt-root", "path": "/"},
+        {"type": "mount", "id": "mnt-esp", "device": "fmt-esp-0", "path": "/boot/efi"},
+    ]
+    return {"config": config, "swap": {"size": 0}}
 
 
 def glob_literal(value: str) -> str:
@@ -81,7 +112,8 @@ def match_spec(hint: RootDiskHint | None) -> dict[str, Any]:
     return match
 
 
-def _hint_args(hint: RootDiskHint | None, match: dict[str, Any] | None = None) -> str:
+def _hint_args(hint: RootDiskHint | None, match: dict[str, Any] | None = None,
+               mirror: bool = False) -> str:
     args: list[str] = []
     if hint is not None:
         for key, flag in (
@@ -101,6 +133,8 @@ def _hint_args(hint: RootDiskHint | None, match: dict[str, Any] | None = None) -
             args += [flag, str(match[key])]
     if match and match.get("path") == ROOT_DISK_PLACEHOLDER:
         args += ["--pin", "/autoinstall.yaml", "--placeholder", ROOT_DISK_PLACEHOLDER]
+    if mirror:
+        args += ["--count", "2", "--pin", "/autoinstall.yaml", "--placeholder", MIRROR_PREFIX]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -113,13 +147,16 @@ def _post(cb: CallbackSpec, kind: str, data: str) -> str:
 
 
 def autoinstall_dict(
-    seed: SeedSpec, hint: RootDiskHint | None, callback: CallbackSpec
+    seed: SeedSpec, hint: RootDiskHint | None, callback: CallbackSpec, *, mirror: bool = False
 ) -> dict[str, Any]:
-    """The mapping that goes under ``autoinstall:`` (validated against subiquity's schema)."""
+    """The mapping that goes under ``autoinstall:`` (validated against subiquity's schema).
+    ``mirror``: RAID1 root over the two disks the hint selects (curtin storage config)."""
     match = match_spec(hint)
+    storage = mirrored_storage() if mirror else {"layout": {"name": "direct", "match": match}}
+    args = _hint_args(hint, None, mirror=True) if mirror else _hint_args(hint, match)
     guard = (
         f"curl -fsS -m 60 -o /tmp/pick-disk.sh {callback.pick_disk_url} && "
-        f"sh /tmp/pick-disk.sh {_hint_args(hint, match)} > /tmp/pick-disk.out 2>&1 || "
+        f"sh /tmp/pick-disk.sh {args} > /tmp/pick-disk.out 2>&1 || "
         f"{{ {_post(callback, 'failed', '@/tmp/pick-disk.out')}; exit 1; }}"
     )
     target_user_data = user_data_dict(seed)
@@ -132,7 +169,7 @@ def autoinstall_dict(
         "locale": "en_US.UTF-8",
         "keyboard": {"layout": "us"},
         "network": network_config_dict(seed),
-        "storage": {"layout": {"name": "direct", "match": match}},
+        "storage": storage,
         "ssh": {
             "install-server": True,
             "allow-pw": False,
@@ -167,13 +204,44 @@ def autoinstall_dict(
 _MATCH_KEYS = {"serial", "model", "id_path", "path", "size"}
 
 
+def _check_config(config: Any) -> None:
+    """A mirrored root's curtin config: the two guard-resolved disks and nothing else."""
+    if not isinstance(config, list) or not all(isinstance(a, dict) for a in config):
+        raise InputError("autoinstall storage config must be a list of actions")
+    ids = {a.get("id") for a in config}
+    disks = [a for a in config if a.get("type") == "disk"]
+    bad_types = sorted({str(a.get("type")) for a in config} - _ACTION_TYPES)
+    if bad_types:
+        raise InputError(f"autoinstall storage config has action types {bad_types}")
+    if sorted(str(d.get("path")) for d in disks) != sorted(MIRROR_DISKS) or any(
+            set(d) & {"serial", "wwn", "model", "device_id"} for d in disks):
+        raise InputError(
+            "autoinstall storage config must name exactly the two root disks the guard resolves "
+            f"({', '.join(MIRROR_DISKS)}); found {[d.get('path') for d in disks]}",
+            hint="a data disk in the config would be wiped by the installer")
+    for a in config:
+        refs = [a.get(k) for k in ("device", "volume") if k in a] + list(a.get("devices", []))
+        missing = [r for r in refs if r not in ids]
+        if missing:
+            raise InputError(f"autoinstall storage action {a.get('id')!r} refers to {missing}, "
+                             "which the config does not define")
+
+
 def check_storage(doc: dict[str, Any], hint: RootDiskHint | None,
-                  data_disk_model: str | None = None) -> None:
+                  data_disk_model: str | None = None, *, mirror: bool = False) -> None:
     """Our own storage check of generated autoinstall (subiquity's schema leaves ``storage``
-    untyped): one direct layout whose match is exactly the hint's, never fitting data disks."""
+    untyped): one direct layout whose match is exactly the hint's, never fitting data disks,
+    or a mirrored root's config over the two guard-resolved disks only."""
     storage = doc.get("storage")
+    if mirror:
+        if not isinstance(storage, dict) or not set(storage) <= {"config", "swap"}:
+            raise InputError("a mirrored root needs a storage config (no layout)")
+        _check_config(storage.get("config"))
+        match_spec(hint)  # a mirror still needs a hint: the guard resolves the disks by it
+        return
     if not isinstance(storage, dict) or set(storage) != {"layout"}:
-        raise InputError("autoinstall storage must be a single layout (no storage config)",
+        raise InputError("autoinstall storage must be a single layout (a storage config only "
+                         "for a mirrored root)",
                          hint="report this: the generated user-data is malformed")
     layout = storage["layout"]
     match = layout.get("match") if isinstance(layout, dict) else None
@@ -197,8 +265,8 @@ def check_storage(doc: dict[str, Any], hint: RootDiskHint | None,
 
 
 def user_data(seed: SeedSpec, hint: RootDiskHint | None, callback: CallbackSpec,
-              data_disk_model: str | None = None) -> str:
+              data_disk_model: str | None = None, *, mirror: bool = False) -> str:
     """The NoCloud user-data the installer fetches: ``#cloud-config`` wrapping ``autoinstall:``."""
-    body = {"autoinstall": autoinstall_dict(seed, hint, callback)}
-    check_storage(body["autoinstall"], hint, data_disk_model)
+    body = {"autoinstall": autoinstall_dict(seed, hint, callback, mirror=mirror)}
+    check_storage(body["autoinstall"], hint, data_disk_model, mirror=mirror)
     return "#cloud-config\n" + yaml.safe_dump(body, sort_keys=False, width=1000)

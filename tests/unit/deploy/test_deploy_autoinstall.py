@@ -216,3 +216,24 @@ def test_deploy_time_storage_check_rejects_a_tampered_match() -> None:
     doc["storage"] = {"config": [{"type": "disk", "id": "d0", "path": "/dev/nvme0n1"}]}
     with pytest.raises(InputError, match="single layout"):
         autoinstall.check_storage(doc, hint)
+
+
+def test_mirrored_root_config_validates_and_names_only_the_two_resolved_disks() -> None:
+    hint = RootDiskHint(model="MTFDDAV480TDU", size_gb_max=1000)
+    text = autoinstall.user_data(SEED, hint, CB, mirror=True)
+    doc = yaml.safe_load(text)["autoinstall"]
+    assert not sorted(validator().iter_errors(doc), key=str)
+    config = doc["storage"]["config"]
+    assert [a["path"] for a in config if a["type"] == "disk"] == list(autoinstall.MIRROR_DISKS)
+    raid = next(a for a in config if a["type"] == "raid")
+    assert raid["raidlevel"] == 1 and raid["devices"] == ["md-part-0", "md-part-1"]
+    assert "--count 2 --pin /autoinstall.yaml --placeholder /dev/provisioner-root-disk-" in (
+        doc["early-commands"][1][2])
+    # A data disk slipped into the config, or an action pointing nowhere: refused.
+    config.append({"type": "disk", "id": "data", "path": "/dev/nvme0n1", "wipe": "superblock"})
+    with pytest.raises(InputError, match="exactly the two root disks"):
+        autoinstall.check_storage(doc, hint, mirror=True)
+    config.pop()
+    config.append({"type": "format", "id": "f", "volume": "nowhere", "fstype": "xfs"})
+    with pytest.raises(InputError, match="does not define"):
+        autoinstall.check_storage(doc, hint, mirror=True)

@@ -223,3 +223,31 @@ def test_match_options_need_udevadm(server: Path, shell: str, tmp_path: Path) ->
     r = subprocess.run([*argv, "--serial", "BOSS0A1B2C"], capture_output=True, text=True,
                        env=env, check=False, timeout=30)  # the ramdisk path needs no udevadm
     assert r.returncode == 0 and r.stdout.strip() == "sda", r.stderr
+
+
+def test_mirrored_root_pins_both_disks(tmp_path: Path, shell: str) -> None:
+    from provisioner.deploy import autoinstall
+    from provisioner.inventory.spec import RootDiskHint
+
+    # Two identical M.2 boot SSDs (a BOSS-like pair) next to a big NVMe data disk.
+    _disk(tmp_path, "sda", gb=480.1, vpd_serial="BOOTA0001", model="MTFDDAV480TDU")
+    _disk(tmp_path, "sdb", gb=480.1, vpd_serial="BOOTB0002", model="MTFDDAV480TDU")
+    _disk(tmp_path, "nvme0n1", gb=3840.8, serial="DATA01", model="SAMSUNG MZQL23T8HCLS")
+    import shlex
+
+    import yaml
+
+    ai = tmp_path / "autoinstall.yaml"
+    ai.write_text(yaml.safe_dump({"storage": autoinstall.mirrored_storage()}))
+    hint = RootDiskHint(model="MTFDDAV480TDU", size_gb_max=1000)
+    args = [a if a != "/autoinstall.yaml" else str(ai)
+            for a in shlex.split(autoinstall._hint_args(hint, None, mirror=True))]
+    r = pick(tmp_path, shell, *args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["sda", "sdb"]
+    disks = [a["path"] for a in yaml.safe_load(ai.read_text())["storage"]["config"] if a["type"] == "disk"]
+    assert disks == ["/dev/sda", "/dev/sdb"]
+    # One boot SSD missing: the hint selects one disk, two are wanted: refuse.
+    (tmp_path / "sys/block/sdb/size").write_text("0\n")
+    r = pick(tmp_path, shell, "--model", "MTFDDAV480TDU", "--count", "2")
+    assert r.returncode == 3 and "no disk" not in r.stderr and "2 wanted" in r.stderr

@@ -2,18 +2,21 @@
 # Pick the root disk by its hint; print its kernel name (e.g. vdb) and nothing else on stdout.
 # Usage: pick-disk.sh [--serial S] [--wwn W] [--by-path P] [--model M] [--min-gb N] [--max-gb N]
 #          [--match-serial G] [--match-model G] [--match-id-path G] [--pin FILE --placeholder P]
+#          [--count N]
 # Every given criterion must hold. Exit 3, listing every candidate on stderr, unless exactly one
 # disk matches: writing an OS to a guessed disk could destroy a data disk.
 # Models compare as udev stores them (blank runs -> one "_"), so "Dell BOSS-N1" = "Dell_BOSS-N1".
 # --match-*: the autoinstall installer's own globs against the same udev properties it reads
 # (ID_SERIAL, ID_MODEL, ID_PATH; needs udevadm): they must select exactly the hint's disk.
 # --pin: replace the placeholder in FILE (/autoinstall.yaml) with /dev/<disk>.
+# --count N: the hint must select exactly N disks (a mirrored root: N=2); with --pin the
+# placeholder is a prefix: P0, P1, ... become the disks in kernel-name order.
 # Shared by the deploy ramdisk and the autoinstall early-command guard; POSIX sh + sysfs only.
 # SYSFS and DEVDIR are overridable so that tests can run the script against a fake tree.
 SYSFS=${SYSFS:-/sys}
 DEVDIR=${DEVDIR:-/dev}
 serial='' wwn='' bypath='' model='' mingb='' maxgb=''
-mserial='' mmodel='' midpath='' mset='' pin='' placeholder=''
+mserial='' mmodel='' midpath='' mset='' pin='' placeholder='' want=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --serial) serial=$2; shift 2 ;;
@@ -27,6 +30,8 @@ while [ $# -gt 0 ]; do
     --match-id-path) midpath=$2; mset=1; shift 2 ;;
     --pin) pin=$2; shift 2 ;;
     --placeholder) placeholder=$2; shift 2 ;;
+    --count) want=$2; shift 2
+      case "$want" in [1-9]) ;; *) echo "pick-disk: --count takes 1 to 9" >&2; exit 2 ;; esac ;;
     *) echo "pick-disk: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -107,8 +112,9 @@ hint=''
 [ -n "$mingb" ] && hint="$hint size_gb_min=$mingb"
 [ -n "$maxgb" ] && hint="$hint size_gb_max=$maxgb"
 [ -n "$hint" ] || hint=' (none: any disk)'
-if [ "$count" -ne 1 ]; then
+if [ "$count" -ne "$want" ]; then
   if [ "$count" -eq 0 ]; then what="no disk matches"; else what="$count disks match ($matches )"; fi
+  [ "$want" -ne 1 ] && what="$what, $want wanted,"
   printf 'root disk hint: %s the hint%s; refusing to guess\ndisks seen:\n%s' \
     "$what" "$hint" "$report" >&2
   exit 3
@@ -119,8 +125,14 @@ if [ -n "$mset" ] && { [ "$mcount" -ne 1 ] || [ "${mmatches# }" != "${matches# }
   exit 3
 fi
 if [ -n "$pin" ]; then
-  # /autoinstall.yaml is re-read after the early-commands: the installer takes this very disk.
-  sed "s#$placeholder#/dev/${matches# }#g" "$pin" > "$pin.tmp" && mv "$pin.tmp" "$pin" \
-    && grep -q "/dev/${matches# }" "$pin" || { echo "pick-disk: could not pin $pin" >&2; exit 4; }
+  # /autoinstall.yaml is re-read after the early-commands: the installer takes these very disks.
+  if [ "$want" -eq 1 ]; then
+    expr="s#$placeholder#/dev/${matches# }#g"
+  else
+    expr='' i=0
+    for d in $matches; do expr="${expr}s#$placeholder$i#/dev/$d#g;"; i=$((i + 1)); done
+  fi
+  sed "$expr" "$pin" > "$pin.tmp" && mv "$pin.tmp" "$pin" && ! grep -q "$placeholder" "$pin" \
+    || { echo "pick-disk: could not pin $pin" >&2; exit 4; }
 fi
 echo "${matches# }"
