@@ -11,6 +11,7 @@ from provisioner.health.checks.base import Context
 from provisioner.health.collector import Section
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.model import RemedyKind, Status
+from provisioner.health.nvsmi import parse_nvsmi
 from tests.conftest import corpus_path
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "health"
@@ -323,3 +324,14 @@ def test_ecc_off_on_a_525_driver_fails_instead_of_not_applicable():
     assert pending.status is Status.FAIL and pending.remedy.kind is RemedyKind.REBOOT
     good = run(secs(nvsmi=fx("nvidia-smi-q.525.h800.ecc-on.txt")), exp)["gpu.ecc"]
     assert good.status is Status.PASS
+
+
+def test_ecc_off_pending_on_with_a_470_layout_asks_for_a_reboot():
+    exp = Expectations(gpus=2, gpu_model="A100", settings=HealthSettings(dcgm_exporter=False))
+    res = run(secs(nvsmi=fx("nvidia-smi-q.470.a100x2.one-ecc-off-pending-on.txt")), exp)
+    ecc = res["gpu.ecc"]
+    assert ecc.status is Status.FAIL and ecc.remedy.kind is RemedyKind.REBOOT
+    assert ecc.remedy.part == "GPU at PCI 0000:2a:00.0 serial 1651323018292"  # no Module ID on 470
+    assert res["gpu.count"].status is Status.PASS
+    g = parse_nvsmi(fx("nvidia-smi-q.470.a100x2.one-ecc-off-pending-on.txt")).gpus[0]
+    assert (g.pcie_gen_max, g.width_max, g.module_id, g.fabric_state) == (5, 16, None, None)
