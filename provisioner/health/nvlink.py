@@ -29,8 +29,15 @@ NVLINK_BY_MODEL: tuple[tuple[str, NvlinkSpec], ...] = (
 )
 
 
+# PCIe cards ("H100 PCIe", "H800 PCIe") and NVL cards ("H100 NVL", "H200 NVL") link through
+# bridges with fewer links: they are judged against the host's own GPUs instead.
+_NOT_SXM = ("pcie", "nvl")
+
+
 def nvlink_spec(product: str | None) -> NvlinkSpec | None:
     """The table entry for a GPU product name (``nvidia-smi``'s "Product Name"), if known."""
+    if product and any(word in product.lower().split() for word in _NOT_SXM):
+        return None
     for needle, spec in NVLINK_BY_MODEL:
         if product and needle.lower() in product.lower():
             return spec

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner.exceptions import InventoryError
 from provisioner.health.checks import run_checks
@@ -96,6 +98,8 @@ def test_model_table():
     assert nvlink_spec("NVIDIA H100 80GB HBM3").links == 18
     assert nvlink_spec("NVIDIA A100-SXM4-80GB").speed_gbs == 25.0
     assert nvlink_spec("NVIDIA H100 PCIe") is None
+    assert nvlink_spec("NVIDIA H200 NVL") is None and nvlink_spec("NVIDIA H200").links == 18
+    assert nvlink_spec("NVIDIA H800 PCIe") is None
 
 
 H800_EXP = Expectations(gpus=8, gpu_model="H800", nvswitch=True,
@@ -256,3 +260,14 @@ def test_bad_manifest_names_file_and_key(tmp_path):
     with pytest.raises(InventoryError) as e:
         load_manifest(p)
     assert "x.yml" in str(e.value) and "gpus.0.index" in str(e.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet="GPUNIC0123 \tXSYPHBODEmlx5_V:-,\n", max_size=40), max_size=12))
+def test_topo_parser_only_ever_raises_parse_error(lines):
+    text = "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n" + "\n".join(lines)
+    t = parse_topo(text)  # a header is there: whatever follows must not crash
+    for g in t.gpus:
+        t.nearest_nics(g)
+    with pytest.raises(ParseError):
+        parse_topo("\n".join(line.replace("0", "1") for line in lines))
