@@ -271,3 +271,25 @@ def test_topo_parser_only_ever_raises_parse_error(lines):
         t.nearest_nics(g)
     with pytest.raises(ParseError):
         parse_topo("\n".join(line.replace("0", "1") for line in lines))
+
+
+def test_h100_nic_firmware_mode_and_a_narrow_gpu_link_are_named():
+    m = capture(_h100_host(), profile="hgx-h100", host="gold-h100")
+    ibstat = corpus_path("ib", "ibstat-a100-h100-gpud", "ibstat.47.0.h100.all.active.0").read_text()
+    first_ca = ibstat.split("CA '", 2)[1].split("'", 1)[0]
+    blocks = ibstat.split("CA '")
+    blocks[1] = blocks[1].replace("Firmware version: 28.39.1002", "Firmware version: 28.36.1010", 1)
+    blocks[1] = blocks[1].replace("Link layer: Ethernet", "Link layer: InfiniBand", 1)
+    devs = compare(m, _h100_host(ibstat="CA '".join(blocks)), "bad-h100")
+    got = {(d.what, d.part): d for d in devs}
+    fw = got[("nic.firmware", first_ca)]
+    assert (fw.expected, fw.observed, fw.remedy) == ("28.39.1002", "28.36.1010", RemedyKind.REIMAGE)
+    assert got[("nic.mode", first_ca)].expected == "Ethernet"
+    gpu = m.gpus[2].bus_id
+    assert gpu is not None and m.pcie[gpu].width == 16
+    lspci = corpus_path("pcie-gpu", "lspci-vvv-hgx-h100-gpud", "lspci-vvv").read_text()
+    parts = re.split(r"(?m)^(?=[0-9a-f]{2}:[0-9a-f]{2}\.\d )", lspci)
+    i = next(k for k, b in enumerate(parts) if b.startswith(gpu[5:] + " "))
+    parts[i] = re.sub(r"(LnkSta:\t[^\n]*Width )x16", r"\1x8", parts[i])
+    devs = compare(m, _h100_host(lspci="".join(parts)), "bad-h100")
+    assert [(d.what, d.part, d.observed) for d in devs] == [("pcie.width", f"gpu at PCI {gpu}", "x8")]
