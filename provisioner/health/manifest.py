@@ -7,6 +7,7 @@ the remedy a technician can act on (reseat, repair, re-flash, BIOS setting).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -101,6 +102,9 @@ class Deviation:
 
 def manifest_path(site_dir: Path, profile: str) -> Path:
     """Where a profile's manifest lives in the site."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", profile):
+        raise InventoryError(f"profile name {profile!r} cannot name a topology manifest file",
+                             key="profiles", hint="use letters, digits, '.', '_' and '-'")
     return site_dir / "topology" / f"{profile}.yml"
 
 

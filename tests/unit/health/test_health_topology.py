@@ -293,3 +293,11 @@ def test_h100_nic_firmware_mode_and_a_narrow_gpu_link_are_named():
     parts[i] = re.sub(r"(LnkSta:\t[^\n]*Width )x16", r"\1x8", parts[i])
     devs = compare(m, _h100_host(lspci="".join(parts)), "bad-h100")
     assert [(d.what, d.part, d.observed) for d in devs] == [("pcie.width", f"gpu at PCI {gpu}", "x8")]
+
+
+def test_manifest_path_stays_in_the_sites_topology_folder(tmp_path):
+    from provisioner.health.manifest import manifest_path
+
+    assert manifest_path(tmp_path, "hgx-h100") == tmp_path / "topology" / "hgx-h100.yml"
+    with pytest.raises(InventoryError):
+        manifest_path(tmp_path, "../../etc/cron.d/x")
