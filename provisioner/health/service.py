@@ -64,11 +64,14 @@ def expectations(site: Site, host: Host, settings: HealthSettings) -> Expectatio
     p = host.profile
     firmware = dict(site.settings.expected_firmware)
     firmware.update(p.vars.get("expected_firmware", {}))
-    manifest = manifest_path(site.path.parent, p.name)
+    try:
+        manifest = manifest_path(site.path.parent, p.name)
+    except InventoryError:  # a profile name no file can carry has no manifest to check
+        manifest = None
     return Expectations(
         gpus=p.gpus, gpu_model=p.gpu_model, nvswitch=p.nvswitch, ib_ports=p.ib_hcas,
         ib_rate_gbps=p.ib_rate_gbps, firmware=firmware, settings=settings,
-        topology=_manifest(manifest),
+        topology=_manifest(manifest) if manifest else None,
     )
 
 
