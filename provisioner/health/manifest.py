@@ -192,10 +192,30 @@ def capture(sections: Mapping[str, Section], *, profile: str, host: str) -> Topo
     )
 
 
+def unreadable(manifest: TopologyManifest, sections: Mapping[str, Section]) -> list[str]:
+    """Sections the manifest needs that this host's run did not deliver (tool missing or failed):
+    their part of the comparison is skipped rather than reported as missing hardware."""
+    needed = []
+    if manifest.gpus:
+        needed += ["nvsmi", "topo"] + (["nvlink_status"] if any(g.nvlink for g in manifest.gpus) else [])
+    if manifest.pcie:
+        needed.append("lspci")
+    if manifest.nics:
+        needed.append("ibstat")
+    return [n for n in needed if not _text(sections, n).strip()]
+
+
 def compare(manifest: TopologyManifest, sections: Mapping[str, Section], host: str) -> list[Deviation]:
     """Every way ``host`` differs from ``manifest`` (empty: the host matches its profile)."""
     seen = capture(sections, profile=manifest.profile, host=host)
     out: list[Deviation] = []
+    unread = set(unreadable(manifest, sections))
+    if {"nvsmi", "topo", "nvlink_status"} <= unread:
+        manifest = manifest.model_copy(update={"gpus": []})  # no GPU data: gpu.count says why
+    if "lspci" in unread:
+        manifest = manifest.model_copy(update={"pcie": {}})
+    if "ibstat" in unread:
+        manifest = manifest.model_copy(update={"nics": {}})
     by_bus = {g.bus_id: g for g in seen.gpus if g.bus_id}
     by_index = {g.index: g for g in seen.gpus}
     for want in manifest.gpus:

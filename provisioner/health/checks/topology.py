@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from provisioner.health.checks.base import Context, not_applicable, result
 from provisioner.health.errors import ParseError
-from provisioner.health.manifest import compare
+from provisioner.health.manifest import compare, unreadable
 from provisioner.health.model import CheckResult, RemedyKind, Status
 
 # The remedy of a host with several deviations: the one that needs the most hands.
@@ -23,8 +23,13 @@ def check_topology(ctx: Context) -> CheckResult:
         deviations = compare(manifest, ctx.sections, ctx.host)
     except ParseError as exc:
         return result(cid, Status.ERROR, str(exc))
-    observed = {"deviations": [d.what for d in deviations]}
+    unread = unreadable(manifest, ctx.sections)
+    observed = {"deviations": [d.what for d in deviations], "not_compared": unread}
     threshold = {"manifest": manifest.profile, "captured_from": manifest.captured_from}
+    if not deviations and unread:
+        return result(cid, Status.WARN, f"could not compare {', '.join(unread)} with "
+                      f"{manifest.profile}: the host did not deliver that output",
+                      observed=observed, threshold=threshold)
     if not deviations:
         return result(cid, Status.PASS, f"matches {manifest.profile} "
                       f"(golden host {manifest.captured_from})",

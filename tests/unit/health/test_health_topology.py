@@ -301,3 +301,15 @@ def test_manifest_path_stays_in_the_sites_topology_folder(tmp_path):
     assert manifest_path(tmp_path, "hgx-h100") == tmp_path / "topology" / "hgx-h100.yml"
     with pytest.raises(InventoryError):
         manifest_path(tmp_path, "../../etc/cron.d/x")
+
+
+def test_a_missing_tool_is_not_reported_as_missing_hardware():
+    m = capture(_h100_host(), profile="hgx-h100", host="gold-h100")
+    sections = _h100_host()
+    sections["lspci"] = Section("lspci", 127, "")
+    sections["ibstat"] = Section("ibstat", 127, "")
+    assert compare(m, sections, "h") == []
+    exp = Expectations(gpus=8, gpu_model="H100", nvswitch=True, topology=m,
+                       settings=HealthSettings(dcgm_exporter=False))
+    r = run(sections, exp)["host.topology"]
+    assert r.status is Status.WARN and r.observed["not_compared"] == ["lspci", "ibstat"]
