@@ -107,8 +107,9 @@ def match_spec(hint: RootDiskHint | None) -> dict[str, Any]:
     if hint.model:
         match["model"] = glob_words(hint.model)
     if not match:
-        # a size-only rule: the guard enforces the bounds; prefer the smallest fitting disk
-        match["size"] = "smallest"
+        # Size bounds only: subiquity has no bound keys ("size: smallest" takes the smallest
+        # disk of any size, a USB stick included), so the guard pins the disk it resolved.
+        match["path"] = ROOT_DISK_PLACEHOLDER
     return match
 
 
@@ -201,7 +202,7 @@ def autoinstall_dict(
     return doc
 
 
-_MATCH_KEYS = {"serial", "model", "id_path", "path", "size"}
+_MATCH_KEYS = {"serial", "model", "id_path", "path"}
 
 
 def _check_config(config: Any) -> None:

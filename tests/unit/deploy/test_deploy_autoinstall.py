@@ -102,7 +102,10 @@ def test_match_specs() -> None:
     assert autoinstall.match_spec(RootDiskHint(by_path="/dev/disk/by-path/pci-0-ata-1")) == {
         "id_path": "pci-0-ata-1"
     }
-    assert autoinstall.match_spec(RootDiskHint(size_gb_max=1000)) == {"size": "smallest"}
+    # size bounds only: "size: smallest" would take any smaller disk (a USB stick): pinned too
+    assert autoinstall.match_spec(RootDiskHint(size_gb_max=1000)) == {
+        "path": autoinstall.ROOT_DISK_PLACEHOLDER
+    }
 
 
 def test_no_hint_is_refused() -> None:

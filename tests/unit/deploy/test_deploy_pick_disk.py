@@ -174,6 +174,7 @@ def _guard_args(hint) -> list[str]:
         ({"serial": "S64HNE0T100001"}, "nvme1n1"),
         ({"by_path": "pci-0000:3b:00.0-sas-phy0-lun-0"}, "sdb"),
         ({"wwn": "0x5000c500a1b2c3d4"}, "sdb"),
+        ({"size_gb_min": 400, "size_gb_max": 500}, "sda"),  # pinned: subiquity has no bounds
     ],
 )
 def test_guard_and_installer_agree_on_the_disk(installer: Path, shell: str, hint_kw, want) -> None:
@@ -185,7 +186,7 @@ def test_guard_and_installer_agree_on_the_disk(installer: Path, shell: str, hint
     r = guard(installer, shell, *args)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == want
-    if "wwn" in hint_kw:  # the installer re-reads the file: it now names the resolved disk
+    if "wwn" in hint_kw or "size_gb_min" in hint_kw:  # re-read by the installer: now the disk
         assert f"path: /dev/{want}\n" in ai.read_text()
 
 
