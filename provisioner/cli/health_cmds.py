@@ -87,7 +87,7 @@ def health(
     skip: list[str] = typer.Option(None, "--skip", help="Check id to leave out (repeatable)."),
     capture_topology: bool = typer.Option(
         False, "--capture-topology",
-        help="Write HOST's layout as its profile's topology manifest (topology/PROFILE.yml)."),
+        help="Save HOST's layout as topology/PROFILE.yml."),
 ) -> None:
     """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
     s = load_site(site_name(site))
