@@ -320,11 +320,12 @@ def check_nvlink(ctx: Context) -> CheckResult:
         return result(
             cid, Status.FAIL, "; ".join(what) + (" ..." if len(findings) > 3 else ""),
             observed=observed, threshold=threshold,
-            remedy=RemedyKind.REBOOT if lost_gpu and not gpus else RemedyKind.RESET_GPU,
+            # A GPU the driver no longer lists needs a reboot, which resets the others too.
+            remedy=RemedyKind.REBOOT if lost_gpu else RemedyKind.RESET_GPU,
             part=", ".join(f"GPU index {g}" for g in gpus) or None,
-            detail="reset the GPUs (with fabric manager restart); repair the baseboard if "
-            "the links stay down or train slow" if gpus else
-            "the driver lists fewer GPUs than the host has: reboot, repair if it recurs",
+            detail="the driver lists fewer GPUs than the host has: reboot, repair if it recurs"
+            if lost_gpu else "reset the GPUs (with fabric manager restart); repair the "
+            "baseboard if the links stay down or train slow",
             evidence=[*findings, *(f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down)],
         )
     if any(k.endswith(_NVLINK_FAIL_COUNTERS) for k in rising):
