@@ -17,6 +17,7 @@ from provisioner.health.bisect import bisect as run_bisect
 from provisioner.health.bisect import parse_groups, shell_runner
 from provisioner.health.errors import HealthInputError
 from provisioner.health.junit import render_junit, write_atomic
+from provisioner.health.manifest import golden_doubts
 from provisioner.health.model import HostReport, RemedyKind, Status, Verdict
 from provisioner.health.service import capture_topology as capture_topology_of
 from provisioner.health.service import (
@@ -65,11 +66,15 @@ def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
         raise HealthInputError(f"--capture-topology takes one golden host, got {len(selected)}",
                                hint="name the host whose layout every host of its profile must match")
     path, manifest = capture_topology_of(s, selected[0])
+    doubts = golden_doubts(manifest)
     if as_json:
-        print_json({"path": str(path), "manifest": manifest.model_dump(exclude_none=True)})
+        print_json({"path": str(path), "doubts": doubts,
+                    "manifest": manifest.model_dump(exclude_none=True)})
     else:
         console.print(f"wrote {path}: {len(manifest.gpus)} GPU(s), {len(manifest.pcie)} PCIe "
                       f"device(s), {len(manifest.nics)} NIC(s); review it and commit it")
+        for doubt in doubts:
+            console.print(f"  check the golden host: {doubt}")
 
 
 @handle_errors

@@ -8,6 +8,7 @@ the remedy a technician can act on (reseat, repair, re-flash, BIOS setting).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from provisioner.exceptions import InventoryError
 from provisioner.health.collector import Section
 from provisioner.health.ib import parse_ibstat
 from provisioner.health.model import RemedyKind
-from provisioner.health.nvlink import parse_nvlink_status
+from provisioner.health.nvlink import nvlink_spec, parse_nvlink_status
 from provisioner.health.nvsmi import parse_nvsmi
 from provisioner.health.pcie import PciDevice, Topology, parse_lspci, parse_pci_sysfs
 from provisioner.health.topo import RELATION_RANK, parse_topo
@@ -322,4 +323,29 @@ def _nic_facts(want: dict[str, NicFacts], got: dict[str, NicFacts]) -> list[Devi
         if w.link_layer and g.link_layer and w.link_layer != g.link_layer:
             out.append(Deviation("nic.mode", dev, w.link_layer, g.link_layer, RemedyKind.REIMAGE,
                                  "set LINK_TYPE_P1 with mlxconfig as on the golden host, then reboot"))
+    return out
+
+
+def golden_doubts(manifest: TopologyManifest) -> list[str]:
+    """What looks wrong on the golden host itself: every host will be held to it, so a GPU with
+    fewer links than its peers or than its model has, a slow link, a NIC across the socket or
+    ACS on above a GPU is worth a second look before the manifest is committed."""
+    out: list[str] = []
+    counts = Counter(g.nvlink.links for g in manifest.gpus if g.nvlink)
+    usual = counts.most_common(1)[0][0] if counts else None
+    speeds = Counter(g.nvlink.speed_gbs for g in manifest.gpus if g.nvlink and g.nvlink.speed_gbs)
+    usual_speed = speeds.most_common(1)[0][0] if speeds else None
+    for g in manifest.gpus:
+        spec = nvlink_spec(g.model)
+        links = g.nvlink.links if g.nvlink else 0
+        if spec and links != spec.links:
+            out.append(f"GPU{g.index}: {links} NVLinks, a {g.model} has {spec.links}")
+        elif usual is not None and links != usual:
+            out.append(f"GPU{g.index}: {links} NVLinks, the other GPUs have {usual}")
+        speed = spec.speed_gbs if spec else usual_speed
+        if speed and g.nvlink and g.nvlink.speed_gbs and g.nvlink.speed_gbs < speed * 0.95:
+            out.append(f"GPU{g.index}: a link at {g.nvlink.speed_gbs:g} GB/s (expected {speed:g})")
+        if g.nearest_nic and g.nearest_nic.relation == "SYS":
+            out.append(f"GPU{g.index}: its nearest NIC is across the CPU socket (SYS)")
+    out += [f"ACS on at bridge {a}" for a, p in manifest.pcie.items() if p.role == "bridge" and p.acs]
     return out

@@ -313,3 +313,17 @@ def test_a_missing_tool_is_not_reported_as_missing_hardware():
                        settings=HealthSettings(dcgm_exporter=False))
     r = run(sections, exp)["host.topology"]
     assert r.status is Status.WARN and r.observed["not_compared"] == ["lspci", "ibstat"]
+
+
+def test_doubts_about_the_golden_host_itself():
+    from provisioner.health.manifest import golden_doubts
+
+    assert golden_doubts(capture(_h800_host(), profile="p", host="g")) == []
+    nv = (FIX / "nvlink-status.525.h800x8.full.txt").read_text()
+    blocks = re.split(r"(?m)^(?=GPU \d+:)", nv)
+    blocks[1] = blocks[1].replace("Link 3: 26.562", "Link 3: 13.281")  # GPU 0 ([0] is "")
+    blocks[5] = "\n".join(blocks[5].splitlines()[:7]) + "\n"  # GPU 4: 6 links
+    doubts = golden_doubts(capture(_h800_host(nvlink_status="".join(blocks)), profile="p", host="g"))
+    assert "GPU0: a link at 13.281 GB/s (expected 26.562)" in doubts
+    assert "GPU4: 6 NVLinks, the other GPUs have 8" in doubts  # no model for GPUs 1-7 (-i 0)
+    assert len(doubts) == 2
