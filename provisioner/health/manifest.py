@@ -219,6 +219,11 @@ def compare(manifest: TopologyManifest, sections: Mapping[str, Section], host: s
         manifest = manifest.model_copy(update={"nics": {}})
     by_bus = {g.bus_id: g for g in seen.gpus if g.bus_id}
     by_index = {g.index: g for g in seen.gpus}
+    renumbered = _renumbered(manifest, seen)
+    if renumbered is not None:
+        out.append(renumbered)
+        by_bus = {}  # the addresses moved: compare GPUs by index and skip the PCIe addresses
+        manifest = manifest.model_copy(update={"pcie": {}})
     for want in manifest.gpus:
         # By PCI address where both know it: a lost GPU renumbers the ones after it.
         got = by_bus.get(want.bus_id) if want.bus_id and by_bus else by_index.get(want.index)
@@ -278,6 +283,23 @@ def _nic(name: str, want: GpuExpect, got: GpuExpect) -> list[Deviation]:
                              RemedyKind.REPAIR, "NICs swapped or renamed: check slots and "
                              "udev naming against the golden host"))
     return out
+
+
+def _renumbered(manifest: TopologyManifest, seen: TopologyManifest) -> Deviation | None:
+    """The same devices at other PCI addresses (a BIOS update or setting, an added card
+    renumbering the buses): one deviation instead of every address reported missing."""
+    if not manifest.pcie or not seen.pcie:
+        return None
+    gone = [a for a in manifest.pcie if a not in seen.pcie]
+    roles_want = Counter(p.role for p in manifest.pcie.values())
+    roles_seen = Counter(p.role for p in seen.pcie.values())
+    if len(gone) * 2 <= len(manifest.pcie) or roles_want != roles_seen:
+        return None
+    return Deviation("pcie.renumbered", "PCI bus numbering",
+                     f"{len(manifest.pcie)} devices at the golden host's addresses",
+                     f"{len(gone)} of them at other addresses", RemedyKind.REPAIR,
+                     "compare the BIOS version and PCIe settings with the golden host; if the "
+                     "change is intended, re-capture the manifest")
 
 
 def _pcie_dev(want: dict[str, PcieExpect], got: dict[str, PcieExpect]) -> list[Deviation]:

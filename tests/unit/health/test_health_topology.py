@@ -327,3 +327,13 @@ def test_doubts_about_the_golden_host_itself():
     assert "GPU0: a link at 13.281 GB/s (expected 26.562)" in doubts
     assert "GPU4: 6 NVLinks, the other GPUs have 8" in doubts  # no model for GPUs 1-7 (-i 0)
     assert len(doubts) == 2
+
+
+def test_renumbered_buses_are_one_deviation_not_every_device_missing():
+    m = capture(_h100_host(), profile="hgx-h100", host="gold-h100")
+    # Shift every bus number of the golden host's addresses: as after a BIOS change.
+    moved = m.model_copy(update={
+        "pcie": {f"0001{a[4:]}": p for a, p in m.pcie.items()},
+        "gpus": [g.model_copy(update={"bus_id": f"0001{g.bus_id[4:]}"}) for g in m.gpus]})
+    devs = compare(moved, _h100_host(), "h")
+    assert [d.what for d in devs] == ["pcie.renumbered"] and devs[0].remedy is RemedyKind.REPAIR
