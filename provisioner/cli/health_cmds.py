@@ -17,7 +17,9 @@ from provisioner.health.bisect import bisect as run_bisect
 from provisioner.health.bisect import parse_groups, shell_runner
 from provisioner.health.errors import HealthInputError
 from provisioner.health.junit import render_junit, write_atomic
+from provisioner.health.manifest import golden_doubts
 from provisioner.health.model import HostReport, RemedyKind, Status, Verdict
+from provisioner.health.service import capture_topology as capture_topology_of
 from provisioner.health.service import (
     golden_hosts,
     incidents,
@@ -26,7 +28,7 @@ from provisioner.health.service import (
     run_site_health,
 )
 from provisioner.health.ticket import render_text, work_order
-from provisioner.inventory import load_site
+from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
 
 _VERDICT_COLOUR = {Verdict.GOLDEN: "bold green", Verdict.HEALTHY: "green",
@@ -59,6 +61,22 @@ def _table(reports: list[HostReport], title: str) -> Table:
     return table
 
 
+def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
+    if len(selected) != 1:
+        raise HealthInputError(f"--capture-topology takes one golden host, got {len(selected)}",
+                               hint="name the host whose layout every host of its profile must match")
+    path, manifest = capture_topology_of(s, selected[0])
+    doubts = golden_doubts(manifest)
+    if as_json:
+        print_json({"path": str(path), "doubts": doubts,
+                    "manifest": manifest.model_dump(exclude_none=True)})
+    else:
+        console.print(f"wrote {path}: {len(manifest.gpus)} GPU(s), {len(manifest.pcie)} PCIe "
+                      f"device(s), {len(manifest.nics)} NIC(s); review it and commit it")
+        for doubt in doubts:
+            console.print(f"  check the golden host: {doubt}")
+
+
 @handle_errors
 def health(
     hosts: list[str] = typer.Argument(None, help="Host names or globs (default: all)."),
@@ -72,10 +90,16 @@ def health(
     any_state: bool = typer.Option(False, "--any-state",
                                    help="Also check hosts that are not deployed/configured."),
     skip: list[str] = typer.Option(None, "--skip", help="Check id to leave out (repeatable)."),
+    capture_topology: bool = typer.Option(
+        False, "--capture-topology",
+        help="Save HOST's layout as topology/PROFILE.yml."),
 ) -> None:
     """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack=rack)
+    if capture_topology:
+        _capture(s, selected, as_json)
+        return
     store = StateStore.for_site(s)
     with store.orchestrator_lock("provision health"), Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

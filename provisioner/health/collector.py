@@ -41,6 +41,21 @@ kernerr() {{
     || $SUDO journalctl -k -b -p err -o short-iso --no-pager
 }}
 opt() {{ have "$1" || return 127; "$@"; }}
+# The sysfs PCIe tree: NUMA node and link of every GPU/NIC/bridge, and RDMA device -> PCI address.
+pcisysfs() {{
+  [ -d /sys/bus/pci/devices ] || return 127
+  for d in /sys/bus/pci/devices/*; do
+    c=$(cat "$d/class" 2>/dev/null)
+    case "$c" in 0x0300*|0x0302*|0x0207*|0x0200*|0x0604*) ;; *) continue ;; esac
+    echo "pci ${{d##*/}} class=$c numa=$(cat "$d/numa_node" 2>/dev/null)" \
+      "width=$(cat "$d/current_link_width" 2>/dev/null)/$(cat "$d/max_link_width" 2>/dev/null)" \
+      "speed=$(cat "$d/current_link_speed" 2>/dev/null | tr -d ' ')/$(cat "$d/max_link_speed" 2>/dev/null | tr -d ' ')"
+  done
+  for r in /sys/class/infiniband/*; do
+    [ -e "$r/device" ] && echo "rdma ${{r##*/}} $(basename "$(readlink -f "$r/device")")"
+  done
+  return 0
+}}
 pci() {{ have lspci || return 127; $SUDO lspci -vvv -nn -D; }}
 transceivers() {{
   have mlxlink || return 127
@@ -80,6 +95,8 @@ def collector_script(exp: Expectations, *, deep: bool = False) -> str:
     add("sec nvsmi opt nvidia-smi -q")
     add("sec nvlink_status opt nvidia-smi nvlink --status")
     add("sec nvlink_errors_0 opt nvidia-smi nvlink -e")
+    add("sec topo opt nvidia-smi topo -m")
+    add("sec pci_sysfs pcisysfs")
     add("sec ibstat opt ibstat")
     add("sec ib_counters_0 ibcounters")
     if exp.ib_ports and exp.firmware.get("transceiver_firmware"):

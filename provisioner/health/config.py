@@ -86,6 +86,8 @@ class Expectations:
     ib_rate_gbps: int | None = None
     firmware: dict[str, Any] = field(default_factory=dict)
     settings: HealthSettings = field(default_factory=HealthSettings)
+    # The profile's TopologyManifest (health/manifest.py), when the site has one.
+    topology: Any = None
 
     @property
     def dcgm_expected(self) -> bool:

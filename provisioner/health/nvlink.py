@@ -5,6 +5,44 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+
+# What a healthy GPU of each SXM model shows in ``nvidia-smi nvlink --status``: link count and
+# per-link speed as nvidia-smi prints it (one direction). Sources: NVIDIA's H100/H800/A100/A800
+# datasheets (NVLink4 900 GB/s = 18 links, H800 400 GB/s = 8 links; NVLink3 A100 600 GB/s = 12
+# links, A800 400 GB/s = 8 links) and the recordings in tests/fixtures/corpus (26.562 GB/s per
+# NVLink4 link, 25 GB/s per NVLink3 link). First match wins: "H800" before "H100".
+@dataclass(frozen=True)
+class NvlinkSpec:
+    """Links per GPU and per-link speed (GB/s) a healthy GPU of a model reports."""
+
+    links: int
+    speed_gbs: float
+
+
+NVLINK_BY_MODEL: tuple[tuple[str, NvlinkSpec], ...] = (
+    ("H800", NvlinkSpec(8, 26.562)),
+    ("H100 80GB HBM3", NvlinkSpec(18, 26.562)),  # H100 SXM5 (the PCIe card prints "H100 PCIe")
+    ("H100 SXM", NvlinkSpec(18, 26.562)),
+    ("H200", NvlinkSpec(18, 26.562)),  # H200 SXM (141GB HBM3e); the NVL card differs
+    ("A800-SXM", NvlinkSpec(8, 25.0)),
+    ("A100-SXM", NvlinkSpec(12, 25.0)),
+)
+
+
+# PCIe cards ("H100 PCIe", "H800 PCIe") and NVL cards ("H100 NVL", "H200 NVL") link through
+# bridges with fewer links: they are judged against the host's own GPUs instead.
+_NOT_SXM = ("pcie", "nvl")
+
+
+def nvlink_spec(product: str | None) -> NvlinkSpec | None:
+    """The table entry for a GPU product name (``nvidia-smi``'s "Product Name"), if known."""
+    if product and any(word in product.lower().split() for word in _NOT_SXM):
+        return None
+    for needle, spec in NVLINK_BY_MODEL:
+        if product and needle.lower() in product.lower():
+            return spec
+    return None
+
 _GPU = re.compile(r"^GPU (?P<idx>\d+): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)")
 _LINK_SPEED = re.compile(r"^\s*Link (?P<link>\d+): (?P<value>.*)$")
 _LINK_COUNTER = re.compile(r"^\s*Link (?P<link>\d+): (?P<counter>[A-Za-z ]+?): (?P<value>\d+)\s*$")
@@ -36,6 +74,11 @@ def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
             s = re.match(r"([\d.]+) GB/s", value)
             out[gpu].append(NvLink(gpu, int(m.group("link")), float(s.group(1)) if s else None, value))
     return out
+
+
+def parse_nvlink_names(text: str) -> dict[int, str]:
+    """``nvidia-smi nvlink --status`` -> {gpu index: product name} from the "GPU n: NAME" lines."""
+    return {int(g.group("idx")): g.group("name") for g in map(_GPU.match, text.splitlines()) if g}
 
 
 def parse_nvlink_errors(text: str) -> dict[str, int]:

@@ -1,8 +1,16 @@
 """Parser of ``nvidia-smi -q`` (text): per-GPU identity, ECC, row remapping, PCIe link, throttling.
 
 The text is an indented tree ("Key : Value" leaves, bare-key sections). Field names moved
-between driver branches (e.g. "Clocks Throttle Reasons" became "Clocks Event Reasons" in 535,
-Volta reports ECC as Single/Double Bit), so lookups try each known spelling.
+between driver branches, so lookups try each known spelling and ignore case and spacing:
+
+| field | spellings seen in recordings |
+|---|---|
+| ECC mode | "Ecc Mode" (<= 525, e.g. 525.105.17), "ECC Mode" (535+) |
+| clock reasons | "Clocks Throttle Reasons" (<= 530), "Clocks Event Reasons" (535+) |
+| PCIe max gen | "Max" (all), "Device Max" / "Host Max" (520+) |
+| ECC counters | "Single Bit"/"Double Bit" sections (Volta), "SRAM/DRAM (Un)correctable" (Ampere+), |
+|  | "SRAM Uncorrectable Parity" / "SRAM Uncorrectable SEC-DED" (550+) |
+| reset status | "GPU Reset Status" (550+; absent before) |
 """
 
 from __future__ import annotations
@@ -56,12 +64,29 @@ def parse_tree(lines: list[str]) -> Tree:
     return root
 
 
+def _fold(key: str) -> str:
+    return " ".join(key.lower().split())
+
+
+def _child(node: Any, key: str) -> Any:
+    """``node[key]``, matching case and runs of spaces loosely ("Ecc Mode" is "ECC Mode")."""
+    if not isinstance(node, dict):
+        return None
+    if key in node:
+        return node[key]
+    want = _fold(key)
+    for k, v in node.items():
+        if _fold(k) == want:
+            return v
+    return None
+
+
 def _get(tree: Tree, *path: str) -> Any:
     node: Any = tree
     for p in path:
-        if not isinstance(node, dict) or p not in node:
+        node = _child(node, p)
+        if node is None:
             return None
-        node = node[p]
     return node
 
 
@@ -185,11 +210,11 @@ def _gpu(bus: str, t: Tree) -> Gpu:
     gen = _get(t, "PCI", "GPU Link Info", "PCIe Generation")
     return Gpu(
         bus_id=normalize_bus_id(bus),
-        product=_str(t.get("Product Name")),
-        serial=_str(t.get("Serial Number")),
-        uuid=_str(t.get("GPU UUID")),
-        vbios=_str(t.get("VBIOS Version")),
-        module_id=_int(t.get("Module ID")),
+        product=_str(_get(t, "Product Name")),
+        serial=_str(_get(t, "Serial Number")),
+        uuid=_str(_get(t, "GPU UUID")),
+        vbios=_str(_get(t, "VBIOS Version")),
+        module_id=_int(_get(t, "Module ID")),
         ecc_current=_yes(_get(t, "ECC Mode", "Current")),
         ecc_pending=_yes(_get(t, "ECC Mode", "Pending")),
         uncorrectable_volatile=_sum_uncorrectable(_get(t, "ECC Errors", "Volatile")),
@@ -203,7 +228,7 @@ def _gpu(bus: str, t: Tree) -> Gpu:
         pcie_gen_max=_int(_first(gen, ("Device Max",), ("Max",))) if isinstance(gen, dict) else None,
         width_current=_int(_get(width, "Current")) if isinstance(width, dict) else None,
         width_max=_int(_get(width, "Max")) if isinstance(width, dict) else None,
-        utilization_pct=_int(_get(t, "Utilization", "Gpu")),
+        utilization_pct=_int(_get(t, "Utilization", "GPU")),
         throttle_active=_throttle(t),
         fabric_state=_str(_get(t, "Fabric", "State")),
         fabric_status=_str(_get(t, "Fabric", "Status")),
@@ -224,8 +249,8 @@ def parse_nvsmi(text: str) -> NvsmiReport:
         else:
             header.append(line)
     top = parse_tree([ln for ln in header if not ln.startswith("=")])
-    attached = _int(top.get("Attached GPUs"))
+    attached = _int(_get(top, "Attached GPUs"))
     if attached is None:
         raise ParseError("nvidia-smi -q", "no 'Attached GPUs' line; is this nvidia-smi -q output?")
     gpus = [_gpu(bus, parse_tree(body)) for bus, body in blocks]
-    return NvsmiReport(driver_version=_str(top.get("Driver Version")), attached=attached, gpus=gpus)
+    return NvsmiReport(driver_version=_str(_get(top, "Driver Version")), attached=attached, gpus=gpus)

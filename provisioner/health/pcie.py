@@ -236,3 +236,18 @@ def parse_bandwidth_warnings(lines: Iterable[str]) -> list[BandwidthWarning]:
                 )
             )
     return out
+
+
+def parse_pci_sysfs(text: str) -> tuple[dict[str, int | None], dict[str, str]]:
+    """The collector's ``pci_sysfs`` section -> ({PCI address: NUMA node}, {RDMA device: address})."""
+    numa: dict[str, int | None] = {}
+    rdma: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "pci":
+            fields = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+            node = fields.get("numa", "")
+            numa[parts[1].lower()] = int(node) if node.isdigit() else None  # -1: no NUMA info
+        elif len(parts) == 3 and parts[0] == "rdma":
+            rdma[parts[1]] = parts[2].lower()
+    return numa, rdma

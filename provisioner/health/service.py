@@ -6,12 +6,21 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from provisioner.exceptions import IllegalTransition, InventoryError
 from provisioner.health.checks import CHECK_IDS
+from provisioner.health.collector import collector_script, parse_sections
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.errors import HealthInputError
+from provisioner.health.manifest import (
+    TopologyManifest,
+    capture,
+    dump_manifest,
+    load_manifest,
+    manifest_path,
+)
 from provisioner.health.model import (
     CheckResult,
     HostReport,
@@ -55,10 +64,31 @@ def expectations(site: Site, host: Host, settings: HealthSettings) -> Expectatio
     p = host.profile
     firmware = dict(site.settings.expected_firmware)
     firmware.update(p.vars.get("expected_firmware", {}))
+    try:
+        manifest = manifest_path(site.path.parent, p.name)
+    except InventoryError:  # a profile name no file can carry has no manifest to check
+        manifest = None
     return Expectations(
         gpus=p.gpus, gpu_model=p.gpu_model, nvswitch=p.nvswitch, ib_ports=p.ib_hcas,
         ib_rate_gbps=p.ib_rate_gbps, firmware=firmware, settings=settings,
+        topology=_manifest(manifest) if manifest else None,
     )
+
+
+_MANIFESTS: dict[Path, tuple[float, TopologyManifest]] = {}
+
+
+def _manifest(path: Path) -> TopologyManifest | None:
+    """The profile's topology manifest, read once per file version (hundreds of hosts share it)."""
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    cached = _MANIFESTS.get(path)
+    if cached is None or cached[0] != mtime:
+        cached = (mtime, load_manifest(path))
+        _MANIFESTS[path] = cached
+    return cached[1]
 
 
 def ssh_target(site: Site, host: Host, settings: HealthSettings) -> SshTarget:
@@ -289,3 +319,24 @@ def incidents(store: StateStore, host: str, *, days: float = 30.0, now: datetime
             count += 1
         failing = bad
     return count
+
+
+def capture_topology(site: Site, host: Host, *, client: SshClient | None = None,
+                     output: Path | None = None) -> tuple[Path, TopologyManifest]:
+    """Collect ``host`` (one SSH session) and write its layout as its profile's manifest."""
+    settings = health_settings(site)
+    client = client or SshClient(connect_timeout_s=settings.connect_timeout_s,
+                                 command_timeout_s=settings.command_timeout_s)
+    expect = expectations(site, host, settings)
+    res = client.run_script(ssh_target(site, host, settings), collector_script(expect))
+    if res.unreachable:
+        raise HealthInputError(f"cannot collect {host.name}: {res.stderr.strip()[-200:]}",
+                               hint="check `provision health` on it first")
+    manifest = capture(parse_sections(res.stdout), profile=host.profile.name, host=host.name)
+    path = output or manifest_path(site.path.parent, host.profile.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".yml.tmp")
+    tmp.write_text(f"# captured from {host.name}; review and commit (provision health "
+                   f"--capture-topology)\n" + dump_manifest(manifest), encoding="utf-8")
+    tmp.replace(path)
+    return path, manifest

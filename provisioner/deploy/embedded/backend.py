@@ -239,6 +239,13 @@ class EmbeddedBackend(DeployBackend):
             ),
         )
         hint = host.root_disk or host.profile.root_disk
+        # profiles.<p>.vars.root_mirror: RAID1 root over the two disks the hint selects
+        mirror = bool(host.profile.vars.get("root_mirror"))
+        if mirror and request.method == "image":
+            raise InventoryError(
+                f"{host.name}: a mirrored root is built only by --method autoinstall",
+                key=f"profiles.{host.profile.name}.vars.root_mirror",
+                hint="deploy this profile with --method autoinstall, or drop root_mirror")
         if request.method == "image":
             if self.image is None:
                 raise DeployError("prepare() was called without image deploys; call it again")
@@ -290,7 +297,10 @@ class EmbeddedBackend(DeployBackend):
                 pick_disk_url=f"{base}/static/pick-disk.sh",
             )
             session.autoinstall = {
-                "user-data": ai.user_data(seed, hint, cb),
+                "user-data": ai.user_data(
+                    seed, hint, cb,
+                    data_disk_model=host.profile.disks.data_model if host.profile.disks else None,
+                    mirror=mirror),
                 "meta-data": cloudinit.meta_data(seed),
             }
         return session

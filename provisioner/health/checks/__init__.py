@@ -24,6 +24,7 @@ from provisioner.health.checks.gpu import (
     check_xid,
 )
 from provisioner.health.checks.system import check_disk, check_kernel_log, check_zfs_docker
+from provisioner.health.checks.topology import check_topology
 from provisioner.health.model import CheckResult, Status
 
 CHECKS: tuple[Check, ...] = (
@@ -36,6 +37,8 @@ CHECKS: tuple[Check, ...] = (
     Check("gpu.throttle", "dcgm-exporter and clock throttling", check_throttle),
     Check("gpu.gpudirect", "GPUDirect RDMA (nvidia_peermem / DMA-BUF)", check_gpudirect),
     Check("docker.gpu", "Docker runs a GPU container", check_docker_gpu),
+    Check("host.topology", "GPU/NVLink/NIC/PCIe layout vs the profile's golden host",
+          check_topology),
     Check("pcie.links", "PCIe width/speed of GPUs, HCAs, switch ports", check_pcie_links),
     Check("pcie.acs", "PCIe ACS off on GPU/HCA switch ports", check_pcie_acs),
     Check("ib.ports", "InfiniBand ports Active at rate", check_ib_ports),

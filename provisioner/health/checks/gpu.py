@@ -9,7 +9,14 @@ from collections import Counter
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
 from provisioner.health.errors import ParseError
 from provisioner.health.model import CheckResult, RemedyKind, Status
-from provisioner.health.nvlink import parse_nvlink_errors, parse_nvlink_status
+from provisioner.health.nvlink import (
+    NvLink,
+    NvlinkSpec,
+    nvlink_spec,
+    parse_nvlink_errors,
+    parse_nvlink_names,
+    parse_nvlink_status,
+)
 from provisioner.health.nvsmi import Gpu
 from provisioner.health.xid import XidAction, XidEvent, parse_kernel_log
 
@@ -225,10 +232,62 @@ def check_sxid(ctx: Context) -> CheckResult:
 
 
 _NVLINK_FAIL_COUNTERS = ("Recovery Errors",)
+_SLOW_LINK = 0.95  # a link trained below 95% of the expected speed (e.g. half speed) is a fault
+
+
+def _nvlink_wanted(ctx: Context, status: dict[int, list[NvLink]], names: dict[int, str]
+                   ) -> tuple[dict[int, NvlinkSpec], str]:
+    """Links and speed each GPU should show: the site's manifest, else the model table, else
+    what most GPUs of this host show (so an unknown model still flags the odd GPU out)."""
+    manifest = ctx.expect.topology
+    if manifest is not None and any(g.nvlink for g in manifest.gpus):
+        return ({g.index: NvlinkSpec(g.nvlink.links, g.nvlink.speed_gbs or 0.0)
+                 for g in manifest.gpus if g.nvlink}, f"topology manifest {manifest.profile}")
+    product = ctx.expect.gpu_model or next(iter(names.values()), None)
+    spec = nvlink_spec(product) or nvlink_spec(next(iter(names.values()), None))
+    want = ctx.expect.gpus or len(status)
+    if spec is not None:
+        return {i: spec for i in range(want)}, f"model table ({product})"
+    counts = Counter(sum(1 for ln in links if ln.speed_gbs) for links in status.values())
+    speeds = [ln.speed_gbs for links in status.values() for ln in links if ln.speed_gbs]
+    if not counts:
+        return {}, "no GPU shows an active link"
+    usual = NvlinkSpec(counts.most_common(1)[0][0], Counter(speeds).most_common(1)[0][0])
+    return {i: usual for i in range(want)}, "the host's most common link count"
+
+
+def _nvlink_findings(ctx: Context, status: dict[int, list[NvLink]], names: dict[int, str]
+                     ) -> tuple[list[str], dict[str, object]]:
+    """Named findings against what each GPU should have: missing GPUs, links, slow links."""
+    want, source = _nvlink_wanted(ctx, status, names)
+    out: list[str] = []
+    expected_gpus = max(ctx.expect.gpus, len(want))
+    if len(status) < expected_gpus:
+        missing = sorted(set(range(expected_gpus)) - set(status))
+        out.append(f"nvlink.gpus_missing: only {len(status)} of {expected_gpus} GPUs listed "
+                   f"(missing index {', '.join(map(str, missing))})")
+    for idx, spec in sorted(want.items()):
+        links = status.get(idx)
+        if links is None:
+            continue
+        up = [ln for ln in links if ln.speed_gbs]
+        if not up:
+            out.append(f"nvlink.none: GPU {idx} has no active NVLink (expected {spec.links})")
+            continue
+        if len(up) < spec.links:
+            out.append(f"nvlink.links: GPU {idx} has {len(up)} of {spec.links} links active")
+        slow = [ln for ln in up if spec.speed_gbs and (ln.speed_gbs or 0) < spec.speed_gbs * _SLOW_LINK]
+        for ln in slow:
+            out.append(f"nvlink.speed: GPU {idx} link {ln.link} at {ln.speed_gbs:g} GB/s "
+                       f"(expected {spec.speed_gbs:g})")
+    threshold: dict[str, object] = {"source": source,
+                 "links_per_gpu": {str(i): s.links for i, s in sorted(want.items())},
+                 "speed_gbs": sorted({s.speed_gbs for s in want.values()})}
+    return out, threshold
 
 
 def check_nvlink(ctx: Context) -> CheckResult:
-    """Every NVLink active, and error counters not rising between the two reads."""
+    """Every NVLink active at the expected count and speed; error counters not rising."""
     cid = "gpu.nvlink"
     if ctx.expect.gpus == 0:
         return not_applicable(cid, NO_GPUS)
@@ -246,19 +305,28 @@ def check_nvlink(ctx: Context) -> CheckResult:
     before = parse_nvlink_errors(ctx.text("nvlink_errors_0"))
     after = parse_nvlink_errors(ctx.text("nvlink_errors_1"))
     rising = {k: v - before[k] for k, v in after.items() if k in before and v > before[k]}
+    findings, expected = _nvlink_findings(ctx, status, parse_nvlink_names(sec.text))
     observed = {"gpus": len(status), "links": sum(len(v) for v in status.values()),
                 "inactive": [f"gpu{ln.gpu}/link{ln.link}" for ln in down],
-                "speeds_gbs": {str(k): v for k, v in speeds.items()}, "rising_counters": rising}
-    threshold = {"inactive": 0, "rising_counters": 0}
-    if down:
-        gpus = sorted({ln.gpu for ln in down})
+                "speeds_gbs": {str(k): v for k, v in speeds.items()}, "rising_counters": rising,
+                "findings": findings}
+    threshold = {"inactive": 0, "rising_counters": 0, **expected}
+    if down or findings:
+        gpus = sorted({ln.gpu for ln in down} | {int(m) for f in findings
+                                                  for m in re.findall(r"GPU (\d+)", f)})
+        lost_gpu = any(f.startswith("nvlink.gpus_missing") for f in findings)
+        what = [f"{len(down)} NVLink(s) inactive"] if down else []
+        what += [f.split(": ", 1)[1] for f in findings[:3]]
         return result(
-            cid, Status.FAIL, f"{len(down)} NVLink(s) inactive on GPU(s) {gpus}",
-            observed=observed, threshold=threshold, remedy=RemedyKind.RESET_GPU,
-            part=", ".join(f"GPU index {g}" for g in gpus),
-            detail="reset the GPUs (with fabric manager restart); repair the baseboard if "
-            "the links stay down",
-            evidence=[f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down],
+            cid, Status.FAIL, "; ".join(what) + (" ..." if len(findings) > 3 else ""),
+            observed=observed, threshold=threshold,
+            # A GPU the driver no longer lists needs a reboot, which resets the others too.
+            remedy=RemedyKind.REBOOT if lost_gpu else RemedyKind.RESET_GPU,
+            part=", ".join(f"GPU index {g}" for g in gpus) or None,
+            detail="the driver lists fewer GPUs than the host has: reboot, repair if it recurs"
+            if lost_gpu else "reset the GPUs (with fabric manager restart); repair the "
+            "baseboard if the links stay down or train slow",
+            evidence=[*findings, *(f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down)],
         )
     if any(k.endswith(_NVLINK_FAIL_COUNTERS) for k in rising):
         return result(cid, Status.FAIL, "NVLink recovery errors rising", observed=observed,

@@ -253,3 +253,26 @@ def test_hosts_not_yet_deployed_are_skipped(env: dict[str, Path]) -> None:
     assert res.exit_code == 0, res.output
     assert "skipped node01: state enrolled" in res.output
     assert StateStore.for_site("healthlab").health_history("node01") == []
+
+
+def test_topology_captured_from_a_golden_host_then_checked(env: dict[str, Path]) -> None:
+    site = str(env["site"])
+    res = runner.invoke(app, ["health", "--site", site, "node01", "--capture-topology", "--json"])
+    assert res.exit_code == 0, res.output
+    path = Path(json.loads(res.stdout)["path"])
+    assert path == env["site"] / "topology" / "vm.yml" and path.exists()
+    res = runner.invoke(app, ["health", "--site", site, "--any-state", "--json", "node01"])
+    assert res.exit_code == 0, res.output
+    topo = {c["id"]: c for c in _docs(res.stdout)["node01"]["checks"]}["host.topology"]
+    assert topo["status"] == "pass", topo
+    # The profile now says the host has a GPU in slot 0: this machine has none.
+    path.write_text(path.read_text() + "gpus:\n- index: 0\n  model: NVIDIA H100 80GB HBM3\n"
+                    if "gpus:" not in path.read_text() else path.read_text().replace(
+                        "gpus: []", "gpus:\n- index: 0\n  model: NVIDIA H100 80GB HBM3"))
+    res = runner.invoke(app, ["health", "--site", site, "--any-state", "--json", "node01"])
+    assert res.exit_code == int(ExitCode.PARTIAL_FAILURE), res.output
+    topo = {c["id"]: c for c in _docs(res.stdout)["node01"]["checks"]}["host.topology"]
+    assert topo["status"] == "fail" and topo["remedy"]["kind"] == "repair"
+    assert topo["evidence"][0].startswith("gpu.missing: GPU0: expected NVIDIA H100 80GB HBM3")
+    res = runner.invoke(app, ["health", "--site", site, "node01", "node02", "--capture-topology"])
+    assert res.exit_code != 0 and "one golden host" in res.output

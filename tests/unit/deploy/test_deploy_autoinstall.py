@@ -7,6 +7,7 @@ deliberately invalid example.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -94,13 +95,17 @@ def test_user_data_content() -> None:
 
 
 def test_match_specs() -> None:
+    # subiquity has no wwn key and matches `path` against the kernel path: the guard pins it.
     assert autoinstall.match_spec(RootDiskHint(wwn="0x5000c5")) == {
-        "path": "/dev/disk/by-id/wwn-0x5000c5"
+        "path": autoinstall.ROOT_DISK_PLACEHOLDER
     }
     assert autoinstall.match_spec(RootDiskHint(by_path="/dev/disk/by-path/pci-0-ata-1")) == {
         "id_path": "pci-0-ata-1"
     }
-    assert autoinstall.match_spec(RootDiskHint(size_gb_max=1000)) == {"size": "smallest"}
+    # size bounds only: "size: smallest" would take any smaller disk (a USB stick): pinned too
+    assert autoinstall.match_spec(RootDiskHint(size_gb_max=1000)) == {
+        "path": autoinstall.ROOT_DISK_PLACEHOLDER
+    }
 
 
 def test_no_hint_is_refused() -> None:
@@ -133,3 +138,105 @@ def test_quickstart_user_data_wrapper_validates() -> None:
     text = corpus_path(*AI, "nocloud-user-data.from-quickstart").read_text()
     assert text.startswith("#cloud-config")
     assert not list(validator().iter_errors(yaml.safe_load(text)["autoinstall"]))
+
+
+# --- the match against the installer's own udev properties -----------------------------------
+
+UDEV = Path(__file__).resolve().parents[2] / "fixtures" / "udev"
+
+
+def udev_db() -> dict[str, dict[str, str]]:
+    """Every disk of tests/fixtures/udev as ``udevadm info -q property`` prints it."""
+    out = {}
+    for f in sorted(UDEV.glob("*.properties")):
+        props = dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line)
+        out[props["DEVNAME"]] = props
+    return out
+
+
+def installer_picks(match: dict, db: dict[str, dict[str, str]]) -> list[str]:
+    """The disks a subiquity match selects: each key a case-sensitive glob on its udev property
+    (``path`` on the kernel path), all keys must hold. Written from subiquity's documented
+    semantics (models/storage.py _make_matchers), not copied."""
+    prop = {"serial": "ID_SERIAL", "model": "ID_MODEL", "id_path": "ID_PATH", "vendor": "ID_VENDOR"}
+    picked = []
+    for dev, p in db.items():
+        ok = all(fnmatch.fnmatchcase(dev if k == "path" else p.get(prop[k], ""), v)
+                 for k, v in match.items() if k != "size")
+        if ok:
+            picked.append(dev)
+    return picked
+
+
+@pytest.mark.parametrize(
+    ("hint", "want"),
+    [
+        (RootDiskHint(serial="21142D3A1B2C"), "/dev/sda"),  # ATA: ID_SERIAL is model_serial
+        (RootDiskHint(serial="S64HNE0T100001"), "/dev/nvme1n1"),  # NVMe: model with spaces
+        (RootDiskHint(serial="lab-root-01"), "/dev/vda"),  # virtio: the bare serial
+        (RootDiskHint(model="Micron 5300 MTFDDAK480TDS"), "/dev/sda"),  # sysfs spelling
+        (RootDiskHint(model="Micron_5300_MTFDDAK480TDS"), "/dev/sda"),  # udev spelling
+        (RootDiskHint(model="ST4000NM0295"), "/dev/sdb"),
+        (RootDiskHint(by_path="/dev/disk/by-path/pci-0000:3b:00.0-sas-phy0-lun-0"), "/dev/sdb"),
+        (RootDiskHint(by_path="pci-0000:42:00.0-nvme-1"), "/dev/nvme1n1"),
+    ],
+)
+def test_match_selects_the_hinted_disk_by_the_installers_udev_properties(hint, want) -> None:
+    assert installer_picks(autoinstall.match_spec(hint), udev_db()) == [want]
+
+
+def test_nvme_model_with_spaces_fits_both_data_disks_and_the_deploy_check_refuses_it() -> None:
+    hint = RootDiskHint(model="SAMSUNG MZQL23T8HCLS-00A07")
+    assert installer_picks(autoinstall.match_spec(hint), udev_db()) == ["/dev/nvme0n1", "/dev/nvme1n1"]
+    with pytest.raises(InputError, match="also fits the data disks"):
+        autoinstall.user_data(SEED, hint, CB, data_disk_model="SAMSUNG MZQL23T8HCLS-00A07")
+    narrowed = RootDiskHint(model="SAMSUNG MZQL23T8HCLS-00A07", serial="S64HNE0T100000")
+    autoinstall.user_data(SEED, narrowed, CB, data_disk_model="SAMSUNG MZQL23T8HCLS-00A07")
+
+
+def test_wwn_match_selects_nothing_until_the_guard_pins_the_resolved_disk() -> None:
+    match = autoinstall.match_spec(RootDiskHint(wwn="0x5000c500a1b2c3d4"))
+    db = udev_db()
+    assert installer_picks(match, db) == []  # fails closed without the guard
+    assert installer_picks({**match, "path": "/dev/sdb"}, db) == ["/dev/sdb"]
+    guard = _doc(RootDiskHint(wwn="0x5000c500a1b2c3d4"))["early-commands"][1][2]
+    assert "--pin /autoinstall.yaml --placeholder /dev/provisioner-root-disk" in guard
+
+
+def test_glob_characters_in_a_hint_match_only_themselves() -> None:
+    match = autoinstall.match_spec(RootDiskHint(serial="AB[12]*?"))
+    assert fnmatch.fnmatchcase("Model_AB[12]*?", match["serial"])
+    assert not fnmatch.fnmatchcase("Model_AB1XY", match["serial"])
+
+
+def test_deploy_time_storage_check_rejects_a_tampered_match() -> None:
+    hint = RootDiskHint(serial="21142D3A1B2C")
+    doc = autoinstall.autoinstall_dict(SEED, hint, CB)
+    autoinstall.check_storage(doc, hint)
+    doc["storage"]["layout"]["match"] = {"path": "/dev/disk/by-id/wwn-0x500a07512d3a1b2c"}
+    with pytest.raises(InputError, match="is not the hint's"):
+        autoinstall.check_storage(doc, hint)
+    doc["storage"] = {"config": [{"type": "disk", "id": "d0", "path": "/dev/nvme0n1"}]}
+    with pytest.raises(InputError, match="single layout"):
+        autoinstall.check_storage(doc, hint)
+
+
+def test_mirrored_root_config_validates_and_names_only_the_two_resolved_disks() -> None:
+    hint = RootDiskHint(model="MTFDDAV480TDU", size_gb_max=1000)
+    text = autoinstall.user_data(SEED, hint, CB, mirror=True)
+    doc = yaml.safe_load(text)["autoinstall"]
+    assert not sorted(validator().iter_errors(doc), key=str)
+    config = doc["storage"]["config"]
+    assert [a["path"] for a in config if a["type"] == "disk"] == list(autoinstall.MIRROR_DISKS)
+    raid = next(a for a in config if a["type"] == "raid")
+    assert raid["raidlevel"] == 1 and raid["devices"] == ["md-part-0", "md-part-1"]
+    assert "--count 2 --pin /autoinstall.yaml --placeholder /dev/provisioner-root-disk-" in (
+        doc["early-commands"][1][2])
+    # A data disk slipped into the config, or an action pointing nowhere: refused.
+    config.append({"type": "disk", "id": "data", "path": "/dev/nvme0n1", "wipe": "superblock"})
+    with pytest.raises(InputError, match="exactly the two root disks"):
+        autoinstall.check_storage(doc, hint, mirror=True)
+    config.pop()
+    config.append({"type": "format", "id": "f", "volume": "nowhere", "fstype": "xfs"})
+    with pytest.raises(InputError, match="does not define"):
+        autoinstall.check_storage(doc, hint, mirror=True)

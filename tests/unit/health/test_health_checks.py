@@ -12,6 +12,7 @@ from provisioner.health.checks.base import Context
 from provisioner.health.collector import Section
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.model import RemedyKind, Status
+from provisioner.health.nvsmi import parse_nvsmi
 from tests.conftest import corpus_path
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "health"
@@ -305,3 +306,33 @@ def test_kernel_log_folds_repeated_messages():
     # are judged by gpu.xid, not here).
     assert r.status is Status.WARN and r.observed == {"lines": 30, "distinct": 1}
     assert r.evidence[0].startswith("30x ") and "nv_get_p2p_free_callback" in r.evidence[0]
+
+
+
+
+def test_ecc_off_on_a_525_driver_fails_instead_of_not_applicable():
+    exp = Expectations(gpus=1, gpu_model="H800", settings=HealthSettings(dcgm_exporter=False))
+    real = corpus_path("pcie-gpu", "nvidia-smi-q-nvlink-topo-h800x8-llm-action",
+                       "nvidia-smi-q-i0.525.105.17.h800").read_text()
+    # `-i 0` printed one of the 8 attached GPUs: say so, so gpu.count is not the point here.
+    real = real.replace("Attached GPUs                             : 8",
+                        "Attached GPUs                             : 1")
+    ecc = run(secs(nvsmi=real), exp)["gpu.ecc"]
+    assert ecc.status is Status.FAIL and ecc.remedy.kind is RemedyKind.REIMAGE
+    assert ecc.remedy.part == "GPU at PCI 0000:18:00.0 module 5 serial 1651323018291"
+    pending = run(secs(nvsmi=fx("nvidia-smi-q.525.h800.ecc-pending-on.txt").replace(
+        ": 8\n", ": 1\n", 1)), exp)["gpu.ecc"]
+    assert pending.status is Status.FAIL and pending.remedy.kind is RemedyKind.REBOOT
+    good = run(secs(nvsmi=fx("nvidia-smi-q.525.h800.ecc-on.txt")), exp)["gpu.ecc"]
+    assert good.status is Status.PASS
+
+
+def test_ecc_off_pending_on_with_a_470_layout_asks_for_a_reboot():
+    exp = Expectations(gpus=2, gpu_model="A100", settings=HealthSettings(dcgm_exporter=False))
+    res = run(secs(nvsmi=fx("nvidia-smi-q.470.a100x2.one-ecc-off-pending-on.txt")), exp)
+    ecc = res["gpu.ecc"]
+    assert ecc.status is Status.FAIL and ecc.remedy.kind is RemedyKind.REBOOT
+    assert ecc.remedy.part == "GPU at PCI 0000:2a:00.0 serial 1651323018292"  # no Module ID on 470
+    assert res["gpu.count"].status is Status.PASS
+    g = parse_nvsmi(fx("nvidia-smi-q.470.a100x2.one-ecc-off-pending-on.txt")).gpus[0]
+    assert (g.pcie_gen_max, g.width_max, g.module_id, g.fabric_state) == (5, 16, None, None)

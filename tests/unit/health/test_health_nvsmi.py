@@ -73,3 +73,25 @@ def test_not_nvidia_smi_output_is_a_parse_error():
 )
 def test_bus_ids_normalize(raw, want):
     assert normalize_bus_id(raw) == want
+
+
+H800 = ("pcie-gpu", "nvidia-smi-q-nvlink-topo-h800x8-llm-action")
+
+
+def test_real_525_driver_spells_ecc_mode_ecc_and_its_ecc_off_is_read():
+    """Drivers up to 525 print "Ecc Mode"; 535+ print "ECC Mode": both are the same field."""
+    rep = parse_nvsmi(corpus_path(*H800, "nvidia-smi-q-i0.525.105.17.h800").read_text())
+    assert rep.driver_version == "525.105.17" and rep.attached == 8 and len(rep.gpus) == 1
+    (g,) = rep.gpus
+    assert g.product == "NVIDIA H800" and g.module_id == 5 and g.serial == "1651323018291"
+    assert g.ecc_current is False and g.ecc_pending is False
+    assert (g.pcie_gen_current, g.pcie_gen_max, g.width_current, g.width_max) == (5, 5, 16, 16)
+    assert g.fabric_state == "Completed" and g.remap_failure is False
+    assert g.throttle_active == ["Idle"]  # "Clocks Throttle Reasons" on 525
+
+
+@pytest.mark.parametrize("spelling", ["ECC Mode", "Ecc Mode", "ecc  mode"])
+def test_ecc_mode_spellings_are_one_field(spelling):
+    text = FIX.parent.joinpath("health", "nvidia-smi-q.525.h800.ecc-on.txt").read_text()
+    rep = parse_nvsmi(text.replace("    Ecc Mode\n", f"    {spelling}\n"))
+    assert rep.gpus[0].ecc_current is True and rep.gpus[0].uncorrectable_volatile == 0
