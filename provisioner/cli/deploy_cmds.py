@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import sys
-import threading
-from typing import Literal
+from contextlib import ExitStack
+from typing import IO, Literal
 
 import typer
-from rich.live import Live
 from rich.table import Table
 
+from provisioner import events
 from provisioner.bmc.factory import open_bmc
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
+from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
 from provisioner.deploy.base import backend_class
+from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
 from provisioner.health.model import RemedyKind
 from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
@@ -22,50 +24,6 @@ from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
-
-PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
-
-
-class LiveReporter:
-    """A live per-host table on a terminal; one line per phase change otherwise."""
-
-    def __init__(self, hosts: list[Host], *, live: bool) -> None:
-        self._rows: dict[str, tuple[str, str]] = {h.name: ("queued", "") for h in hosts}
-        self._lock = threading.Lock()
-        self._live: Live | None = None
-        if live:
-            self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False)
-
-    def __enter__(self) -> LiveReporter:
-        if self._live:
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live:
-            self._live.__exit__(None, None, None)
-
-    def _table(self) -> Table:
-        t = Table(title="provision rack", expand=False)
-        t.add_column("host")
-        t.add_column("phase")
-        t.add_column("detail", overflow="fold")
-        for name, (phase, detail) in self._rows.items():
-            colour = PHASE_COLOURS.get(phase, "cyan")
-            t.add_row(name, f"[{colour}]{phase}[/]", detail)
-        return t
-
-    def phase(self, host: str, phase: str, message: str) -> None:
-        with self._lock:
-            self._rows[host] = (phase, message)
-            if self._live:
-                self._live.update(self._table())
-            else:
-                console.print(f"{host}: {phase}: {message}")
-
-    def finished(self, result: HostResult) -> None:
-        phase = {"ok": "done", "failed": "failed", "skipped": "skipped"}[result.status]
-        self.phase(result.host, phase, result.reason)
 
 
 def _summary(result: RackResult, as_json: bool) -> None:
@@ -155,6 +113,7 @@ def _run(
     command: str,
     as_json: bool,
     dry_run: bool = False,
+    events_to: str | None = None,
 ) -> None:
     if dry_run:
         _dry_run(site, hosts, options, as_json)
@@ -162,19 +121,42 @@ def _run(
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
     store = StateStore.for_site(site)
-    with store.orchestrator_lock(command):
+    with store.orchestrator_lock(command), ExitStack() as stack:
+        view = _view([h.name for h in hosts], as_json)
+        extra = [JsonLinesSink(_events_stream(events_to, as_json, stack))] if events_to else []
+        stack.enter_context(events.sinks(view, *extra))
         runner = RackRunner(
-            site, store, backend, open_bmc=open_bmc, reporter=_reporter(hosts, as_json), options=options
+            site, store, backend, open_bmc=open_bmc, reporter=EventReporter(), options=options
         )
-        rep = runner.reporter
-        if isinstance(rep, LiveReporter):
-            with rep:
-                result = runner.run(hosts)
-        else:
+        with view:
             result = runner.run(hosts)
     _summary(result, as_json)
     if result.failed:
         exit_with(ExitCode.PARTIAL_FAILURE)
+
+
+def _events_stream(target: str, as_json: bool, stack: ExitStack) -> IO[str]:
+    """Where `--events` goes: a file (appended), or stdout for '-'."""
+    if target == "-":
+        if as_json:
+            raise InputError(
+                "--events - and --json would both write to stdout",
+                hint="give --events a file name, e.g. --events run.jsonl",
+            )
+        return sys.stdout
+    try:
+        return stack.enter_context(open(target, "a", encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot write events to {target}: {exc.strerror}") from exc
+
+
+def _view(hosts: list[str], as_json: bool) -> LiveView | PlainView:
+    """The live view on a terminal; plain lines otherwise (on stderr with --json)."""
+    if as_json:
+        return PlainView(err_console)
+    if console.is_terminal:
+        return LiveView(hosts, console)
+    return PlainView(console)
 
 
 class _QuietReporter:
@@ -185,18 +167,28 @@ class _QuietReporter:
         pass
 
 
-def _reporter(hosts: list[Host], as_json: bool) -> LiveReporter | _QuietReporter:
-    if as_json:
-        return _QuietReporter()
-    return LiveReporter(hosts, live=console.is_terminal)
-
-
 PlaybookOption = typer.Option(
     None,
     "--playbook",
     "-p",
     help="Playbook to run after the install instead of playbooks/site.yml (repeatable, in order), "
     "e.g. one stage: playbooks/monitoring.yml.",
+)
+
+
+EventsOption = typer.Option(
+    None,
+    "--events",
+    metavar="FILE|-",
+    help="Also write progress as JSON lines (one event per line) to FILE, or stdout for '-'.",
+)
+MaxParallelOption = typer.Option(
+    None,
+    "--max-parallel",
+    "-k",
+    min=1,
+    metavar="N",
+    help="Hosts installing at once (default: sized to the uplink and image streams).",
 )
 
 
@@ -210,9 +202,7 @@ def rack(
     hosts: list[str] = typer.Argument(None, help="Host names or globs (default: every host)."),
     site: str | None = SiteOption,
     rack_name: str | None = typer.Option(None, "--rack", help="Only this rack."),
-    max_parallel: int | None = typer.Option(
-        None, "--max-parallel", "-k", min=1, help="Hosts installing at once (default: sized to the uplink)."
-    ),
+    max_parallel: int | None = MaxParallelOption,
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
     playbook: list[str] = PlaybookOption,
@@ -222,6 +212,7 @@ def rack(
     force: bool = typer.Option(False, "--force", help="Also deploy hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
+    events_to: str | None = EventsOption,
 ) -> None:
     """Install every (or the named) host of a rack: discover, PXE, install, boot, SSH, site.yml.
 
@@ -237,7 +228,7 @@ def rack(
         force=force,
         playbooks=_playbooks(playbook),
     )
-    _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run)
+    _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run, events_to)
 
 
 @handle_errors
@@ -246,7 +237,7 @@ def reimage(
     site: str | None = SiteOption,
     failed: bool = typer.Option(False, "--failed", help="Target every host in the failed state."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    max_parallel: int | None = typer.Option(None, "--max-parallel", "-k", min=1),
+    max_parallel: int | None = MaxParallelOption,
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
     playbook: list[str] = PlaybookOption,
@@ -254,6 +245,7 @@ def reimage(
     force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
+    events_to: str | None = EventsOption,
 ) -> None:
     """Reinstall the named hosts (root disk only: data disks and ZFS pools are kept)."""
     s = load_site(site_name(site))
@@ -303,7 +295,7 @@ def reimage(
         force=force,
         playbooks=_playbooks(playbook),
     )
-    _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run)
+    _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run, events_to)
 
 
 def _playbooks(given: list[str] | None) -> tuple[str, ...]:

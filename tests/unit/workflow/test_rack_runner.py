@@ -248,22 +248,23 @@ def test_cli_playbook_option_is_checked(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
+    import sys
 
     from provisioner.workflow import configure
 
-    seen: list[list[str]] = []
-
-    def fake_run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-        seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, "PLAY RECAP\nh1 : ok=3 changed=1 unreachable=0 failed=0\n", "")
-
-    monkeypatch.setattr(configure.subprocess, "run", fake_run)
-    code, recaps, _ = configure.run_playbook(
+    # a stand-in ansible-playbook that prints its arguments and a recap
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\nprint(*sys.argv[1:], sep='\\n')\n"
+        "print('PLAY RECAP')\nprint('h1 : ok=3 changed=1 unreachable=0 failed=0')\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    code, recaps, out = configure.run_playbook(
         EXAMPLE, ["h1"], playbook=("playbooks/base.yml", "playbooks/monitoring.yml"), pin_keys=False
     )
     assert code == 0 and recaps["h1"].success
-    books = [a for a in seen[0] if a.endswith(".yml")]
+    books = [a for a in out.splitlines() if a.endswith(".yml")]
     assert [Path(b).name for b in books] == ["base.yml", "monitoring.yml"]
 
 

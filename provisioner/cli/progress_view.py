@@ -1,0 +1,225 @@
+"""How `provision rack`/`reimage` show progress: a live view on a terminal, lines otherwise.
+
+The workflow emits :class:`provisioner.events.Event`s; the views here are event sinks. The
+runner's reporter (phase changes, results) is turned into events too, so every front end
+(the view, `--events` JSON lines) sees one stream.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from rich.console import Console, RenderableType
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Column
+
+from provisioner.events import Event, emit
+from provisioner.workflow.rack import HostResult
+
+# A host's phases in the order a run goes through them; the bar advances one step per phase.
+PHASES = (
+    "queued",
+    "discover",
+    "release",
+    "deploy",
+    "pxe",
+    "install",
+    "reboot",
+    "firstboot",
+    "ssh",
+    "deployed",
+    "configure",
+    "done",
+)
+STEPS = len(PHASES) - 1
+COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
+
+
+class EventReporter:
+    """The rack runner's reporter: each phase change and result becomes an event."""
+
+    def phase(self, host: str, phase: str, message: str) -> None:
+        emit(Event("phase", message, host=host, phase=phase))
+
+    def finished(self, result: HostResult) -> None:
+        emit(
+            Event(
+                "done",
+                result.reason,
+                host=result.host,
+                data={"status": result.status, "attempts": result.attempts},
+            )
+        )
+
+
+def _rate(done: int, total: int | None, started: float) -> str:
+    took = max(time.monotonic() - started, 1e-3)
+    mib = done / 2**20
+    of = f"/{total / 2**20:.0f}" if total else ""
+    return f"{mib:.0f}{of} MiB at {mib / took:.0f} MiB/s"
+
+
+class PlainView:
+    """One line per phase, stage and Ansible task: for logs, pipes and `--json` (on stderr)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def emit(self, event: Event) -> None:
+        line = self.line(event)
+        if line is not None:
+            with self._lock:
+                self._console.print(line, markup=False, highlight=False)
+
+    @staticmethod
+    def line(event: Event) -> str | None:
+        """The text line an event prints as, or None for the events too chatty for a log."""
+        if event.kind == "phase":
+            return f"{event.host}: {event.phase}: {event.message}"
+        if event.kind == "stage":
+            step = event.data.get("step")
+            of = f" [{step}/{event.data['steps']}]" if step is not None else ""
+            return f"{event.phase or 'prepare'}{of}: {event.message}"
+        if event.kind == "log":
+            return f"log: {event.data['path']}  (tail -f it to follow)"
+        if event.kind == "task":
+            return f"configure: TASK {event.message}"
+        if event.kind == "run":
+            return f"run: {event.message}"
+        if event.kind == "result" and event.data.get("status") in ("failed", "unreachable"):
+            return f"{event.host}: configure: {event.data['status']}: {event.message}"
+        return None
+
+
+class LiveView:
+    """A live view: one overall bar with ETA, a bar per host, a line for the current stage."""
+
+    def __init__(self, hosts: list[str], console: Console) -> None:
+        self._lock = threading.Lock()
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=12),
+            TextColumn("{task.completed:>3.0f}/{task.total:.0f}"),
+            TimeRemainingColumn(compact=True),
+            # one line per host: a long detail is cut, never wrapped into the next host's row
+            TextColumn(
+                "{task.fields[detail]}",
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
+            console=console,
+            expand=True,
+            refresh_per_second=4,
+            transient=False,
+        )
+        width = max([len(h) for h in hosts] + [7])
+        self._width = width
+        self._overall = self._progress.add_task(
+            "overall".ljust(width), total=max(1, len(hosts)) * STEPS, detail=""
+        )
+        self._stage: TaskID | None = None
+        self._stage_text = ""
+        self._hosts: dict[str, TaskID] = {}
+        self._done: dict[str, int] = {}
+        self._bytes_started: dict[str, float] = {}
+        self._results: dict[str, dict[str, int]] = {}
+        for h in hosts:
+            self._hosts[h] = self._progress.add_task(h.ljust(width), total=STEPS, detail="queued")
+            self._done[h] = 0
+
+    def renderable(self) -> RenderableType:
+        """The view as it is now (what the terminal shows at the next refresh)."""
+        return self._progress.get_renderable()
+
+    def __enter__(self) -> LiveView:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def _advance(self, host: str, step: int) -> None:
+        if host not in self._hosts:
+            return
+        self._done[host] = max(self._done[host], step)
+        self._progress.update(self._hosts[host], completed=self._done[host])
+        self._progress.update(self._overall, completed=sum(self._done.values()))
+
+    def _detail(self, host: str, text: str) -> None:
+        if host in self._hosts:
+            self._progress.update(self._hosts[host], detail=text)
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        kind = event.kind
+        if kind == "phase":
+            colour = COLOURS.get(event.phase, "cyan")
+            self._detail(event.host, f"[{colour}]{event.phase}[/] {event.message}")
+            if event.phase in PHASES:
+                self._advance(event.host, PHASES.index(event.phase))
+            elif event.phase == "failed":
+                self._advance(event.host, STEPS)
+        elif kind == "done":
+            status = event.data.get("status")
+            colour = COLOURS.get("done" if status == "ok" else str(status), "cyan")
+            self._detail(event.host, f"[{colour}]{status}[/] {event.message}")
+            self._advance(event.host, STEPS)
+        elif kind == "bytes":
+            started = self._bytes_started.setdefault(event.host, time.monotonic())
+            done, total = int(event.data.get("done", 0)), event.data.get("total")
+            self._detail(event.host, f"[cyan]install[/] {_rate(done, total, started)}")
+        elif kind == "stage":
+            self._stage_line(event)
+        elif kind == "output" and self._stage is not None:
+            self._progress.update(self._stage, detail=f"{self._stage_text}: {event.message}")
+        elif kind == "log":
+            self._progress.console.print(
+                f"log: {event.data['path']}  (tail -f it to follow)", markup=False
+            )
+        elif kind == "task":
+            for host, task in self._hosts.items():
+                if self._done.get(host) == PHASES.index("configure"):
+                    self._progress.update(task, detail=f"[cyan]configure[/] {event.message}")
+        elif kind == "result":
+            counts = self._results.setdefault(event.host, {})
+            status = str(event.data.get("status"))
+            counts[status] = counts.get(status, 0) + 1
+            tally = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            self._detail(event.host, f"{tally} [cyan]{event.message}[/]")
+        elif kind == "run":
+            self._progress.update(self._overall, detail=event.message)
+
+    def _stage_line(self, event: Event) -> None:
+        step, steps = event.data.get("step"), event.data.get("steps")
+        name = (event.phase or "prepare").ljust(self._width)
+        if self._stage is None:
+            self._stage = self._progress.add_task(name, total=steps or 1, detail="")
+        self._stage_text = event.message
+        update: dict[str, object] = {"description": name, "detail": event.message}
+        if steps:
+            update["total"] = steps
+        if step is not None:
+            update["completed"] = step
+        self._progress.update(self._stage, **update)  # type: ignore[arg-type]
