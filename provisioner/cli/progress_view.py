@@ -12,6 +12,7 @@ import time
 from types import TracebackType
 
 from rich.console import Console, RenderableType
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
@@ -173,10 +174,11 @@ class LiveView:
             self._handle(event)
 
     def _handle(self, event: Event) -> None:
-        kind = event.kind
+        # task names and tool output may hold "[...]": shown as text, never read as markup
+        kind, text = event.kind, escape(event.message)
         if kind == "phase":
             colour = COLOURS.get(event.phase, "cyan")
-            self._detail(event.host, f"[{colour}]{event.phase}[/] {event.message}")
+            self._detail(event.host, f"[{colour}]{event.phase}[/] {text}")
             if event.phase in PHASES:
                 self._advance(event.host, PHASES.index(event.phase))
             elif event.phase == "failed":
@@ -184,7 +186,7 @@ class LiveView:
         elif kind == "done":
             status = event.data.get("status")
             colour = COLOURS.get("done" if status == "ok" else str(status), "cyan")
-            self._detail(event.host, f"[{colour}]{status}[/] {event.message}")
+            self._detail(event.host, f"[{colour}]{status}[/] {text}")
             self._advance(event.host, STEPS)
         elif kind == "bytes":
             started = self._bytes_started.setdefault(event.host, time.monotonic())
@@ -193,7 +195,7 @@ class LiveView:
         elif kind == "stage":
             self._stage_line(event)
         elif kind == "output" and self._stage is not None:
-            self._progress.update(self._stage, detail=f"{self._stage_text}: {event.message}")
+            self._progress.update(self._stage, detail=f"{self._stage_text}: {text}")
         elif kind == "log":
             self._progress.console.print(
                 f"log: {event.data['path']}  (tail -f it to follow)", markup=False
@@ -201,23 +203,23 @@ class LiveView:
         elif kind == "task":
             for host, task in self._hosts.items():
                 if self._done.get(host) == PHASES.index("configure"):
-                    self._progress.update(task, detail=f"[cyan]configure[/] {event.message}")
+                    self._progress.update(task, detail=f"[cyan]configure[/] {text}")
         elif kind == "result":
             counts = self._results.setdefault(event.host, {})
             status = str(event.data.get("status"))
             counts[status] = counts.get(status, 0) + 1
             tally = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-            self._detail(event.host, f"{tally} [cyan]{event.message}[/]")
+            self._detail(event.host, f"{tally} [cyan]{text}[/]")
         elif kind == "run":
-            self._progress.update(self._overall, detail=event.message)
+            self._progress.update(self._overall, detail=text)
 
     def _stage_line(self, event: Event) -> None:
         step, steps = event.data.get("step"), event.data.get("steps")
         name = (event.phase or "prepare").ljust(self._width)
         if self._stage is None:
             self._stage = self._progress.add_task(name, total=steps or 1, detail="")
-        self._stage_text = event.message
-        update: dict[str, object] = {"description": name, "detail": event.message}
+        self._stage_text = escape(event.message)
+        update: dict[str, object] = {"description": name, "detail": self._stage_text}
         if steps:
             update["total"] = steps
         if step is not None:

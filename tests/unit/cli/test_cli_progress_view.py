@@ -23,6 +23,7 @@ def _run_view(view: LiveView) -> None:
         rep.phase("lab-host01", "configure", "running playbooks/site.yml")
         events.emit(Event("log", data={"path": "/var/log/site-1.log"}))
         events.emit(Event("task", "common : Install chrony", phase="configure"))
+        events.emit(Event("output", "[bold]not markup[/]"))
         events.emit(
             Event("result", "common : Install chrony", host="lab-host01", data={"status": "changed"})
         )
@@ -45,7 +46,7 @@ def test_live_view_draws_hosts_stage_and_overall_bar_at_80_columns() -> None:
     assert "21/22" in lines[0] and "2 hosts to install" in lines[0]  # 10 + 11 steps of 22
     assert "changed=1 common : Install chrony" in lines[1]
     assert "failed no disk with serial X" in lines[2]
-    assert "1/5" in lines[3] and "debootstrap bookworm: I: Retrieving" in lines[3]
+    assert "1/5" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
     assert all(len(line) <= 80 for line in lines)
 
 
