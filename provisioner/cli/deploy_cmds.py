@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from typing import IO, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from provisioner import events
@@ -22,6 +23,7 @@ from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
 from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.wording import plural
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
 
@@ -52,22 +54,54 @@ def _summary(result: RackResult, as_json: bool) -> None:
             }
         )
         return
-    table = Table(title="summary")
-    for col in ("host", "result", "reason", "attempts", "time (s)"):
-        table.add_column(col)
-    for r in result.results:
-        colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
-        total = sum(r.phases.values())
-        table.add_row(
-            r.host, f"[{colour}]{r.status}[/]", r.reason, str(r.attempts or ""), f"{total:.0f}" if total else ""
-        )
-    console.print(table)
-    console.print(
-        f"{len(result.ok)} ok, {len(result.failed)} failed, {len(result.skipped)} skipped "
-        f"(wave: {result.wave.summary})"
-    )
+    console.print(summary_table(result))
+    console.print(summary_line(result))
     if result.configure_log:
         console.print(f"site.yml log: {result.configure_log}")
+
+
+def _outcome(r: HostResult) -> str:
+    """The state a host reached, in the words `provision status` uses."""
+    if r.status == "ok":
+        return "configured" if r.reason == "configured" else "deployed"
+    return r.status
+
+
+def summary_table(result: RackResult) -> Table:
+    """One row per host: the state it reached, why, and how long it took."""
+    table = Table(title="summary")
+    table.add_column("host", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("tries", justify="right")
+    table.add_column("time", justify="right", no_wrap=True)
+    colours = {"configured": "green", "deployed": "green", "failed": "red", "skipped": "dim"}
+    for r in result.results:
+        outcome = _outcome(r)
+        reason = "" if r.reason in ("configured", "deployed") else r.reason
+        total = sum(r.phases.values())
+        table.add_row(
+            r.host,
+            f"[{colours.get(outcome, 'cyan')}]{outcome}[/]",
+            escape(reason),
+            str(r.attempts or ""),
+            f"{total:.0f}s" if total else "",
+        )
+    return table
+
+
+def summary_line(result: RackResult) -> str:
+    """e.g. "done: 2 hosts configured, 1 failed, 1 skipped (wave: ...)"."""
+    counts: dict[str, int] = {}
+    for r in result.results:
+        counts[_outcome(r)] = counts.get(_outcome(r), 0) + 1
+    order = ("configured", "deployed", "failed", "skipped")
+    parts = [f"{counts[k]} {k}" for k in order if counts.get(k)]
+    if parts:
+        first, _, word = parts[0].partition(" ")
+        parts[0] = f"{plural(int(first), 'host')} {word}"
+    verb = "failed" if result.failed else "done"
+    return f"{verb}: {', '.join(parts) or 'no hosts'} (wave: {result.wave.summary})"
 
 
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
@@ -97,7 +131,7 @@ def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool)
         )
         return
     verb = "re-image" if options.reimage else "deploy"
-    console.print(f"dry run: would {verb} {len(todo)} host(s), {wave.summary}")
+    console.print(f"dry run: would {verb} {plural(len(todo), 'host')}, {wave.summary}")
     for h in todo:
         console.print(f"  {verb}: {h.name}")
     for r in skipped:
@@ -114,14 +148,18 @@ def _run(
     as_json: bool,
     dry_run: bool = False,
     events_to: str | None = None,
+    held: StateStore | None = None,
 ) -> None:
+    """Deploy ``hosts``; ``held`` is the site's store when the caller already holds its lock."""
     if dry_run:
         _dry_run(site, hosts, options, as_json)
         return
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
-    store = StateStore.for_site(site)
-    with store.orchestrator_lock(command), ExitStack() as stack:
+    store = held or StateStore.for_site(site)
+    with ExitStack() as stack:
+        if held is None:
+            stack.enter_context(store.orchestrator_lock(command))
         view = _view([h.name for h in hosts], as_json)
         extra = [JsonLinesSink(_events_stream(events_to, as_json, stack))] if events_to else []
         stack.enter_context(events.sinks(view, *extra))
@@ -276,16 +314,6 @@ def reimage(
     if not selected:
         console.print("no host to re-image")
         return
-    if not dry_run:
-        # on stderr, so that --json keeps stdout machine-readable
-        err_console.print(
-            f"These {len(selected)} host(s) will have their root disk WIPED and reinstalled:"
-        )
-        for h in selected:
-            err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
-    if not yes and not dry_run:
-        # without a terminal (CI, cron) an unanswered prompt reads EOF and aborts: nothing is wiped
-        typer.confirm("Proceed?", abort=True)
     options = RackOptions(
         method=_method(method, s),
         max_parallel=max_parallel,
@@ -295,7 +323,44 @@ def reimage(
         force=force,
         playbooks=_playbooks(playbook),
     )
-    _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run, events_to)
+    command = f"provision reimage --site {s.name}"
+    if dry_run:
+        _run(s, selected, options, command, as_json, dry_run=True)
+        return
+    if not yes and not _can_ask():
+        # without a terminal (CI, cron) nobody can answer: say how to confirm, wipe nothing
+        raise InputError(
+            f"re-imaging {plural(len(selected), 'host')} wipes their root disks and needs "
+            "confirmation, but there is no terminal to ask on; nothing was done",
+            hint="pass --yes (-y) to confirm without a prompt",
+        )
+    store = StateStore.for_site(s)
+    # the lock first: a locked site is refused before anything is announced or asked
+    with store.orchestrator_lock(command):
+        # on stderr, so that --json keeps stdout machine-readable
+        err_console.print(
+            f"{plural(len(selected), 'host')} will have the root disk wiped and reinstalled "
+            "(data disks are kept):"
+        )
+        for h in selected:
+            err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
+        if not yes and not _confirm("Proceed?"):
+            err_console.print("nothing done: no host was touched")
+            return
+        _run(s, selected, options, command, as_json, events_to=events_to, held=store)
+
+
+def _can_ask() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no, end of input and Ctrl-C all mean no."""
+    try:
+        return bool(typer.confirm(question, default=False))
+    except (typer.Abort, EOFError, KeyboardInterrupt):
+        return False
 
 
 def _playbooks(given: list[str] | None) -> tuple[str, ...]:
