@@ -196,10 +196,10 @@ def test_cli_reimage_needs_hosts_or_failed(tmp_path: Path, monkeypatch: pytest.M
     res = CliRunner().invoke(app, ["reimage", "--site", "example"])
     assert res.exit_code == ExitCode.BAD_INPUT
     assert "name the hosts to re-image" in res.output
-    # without --yes and without a terminal answering, nothing is wiped
+    # without --yes and without a terminal to answer on, nothing is wiped (see test_cli_prompts)
     res = CliRunner().invoke(app, ["reimage", "--site", "example", "gpu-r01-u03"], input="n\n")
-    assert res.exit_code != 0
-    assert "WIPED" in res.output
+    assert res.exit_code == ExitCode.BAD_INPUT
+    assert "nothing was done" in res.output and "--yes" in res.output
 
 
 def test_reimage_failed_takes_only_hosts_a_reimage_fixes(
