@@ -11,6 +11,7 @@ from provisioner.cli.common import JsonOption, SiteOption, console, print_json, 
 from provisioner.cli.errors import handle_errors
 from provisioner.inventory import load_site
 from provisioner.inventory.ansible_view import ansible_inventory
+from provisioner.wording import plural
 
 inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<site>/site.yml).")
 
@@ -23,8 +24,9 @@ def check(
     """Validate a site file: schema, names, U positions, BMCs, networks, address plan."""
     s = load_site(site_name(site))
     console.print(
-        f"[green]ok[/]: site {s.name!r} ({s.path}): {len(s.racks)} racks, {len(s.hosts)} hosts, "
-        f"{len(s.networks)} networks, {len(s.profiles)} profiles"
+        f"[green]ok[/]: site {s.name!r} ({s.path}): {plural(len(s.racks), 'rack')}, "
+        f"{plural(len(s.hosts), 'host')}, {plural(len(s.networks), 'network')}, "
+        f"{plural(len(s.profiles), 'profile')}"
     )
 
 
