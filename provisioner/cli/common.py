@@ -12,7 +12,8 @@ from rich.console import Console
 
 DEFAULT_SITE = "lab"
 
-console = Console(highlight=False, soft_wrap=True)
+# emoji off: ":ab:" in a MAC address is not an emoji code
+console = Console(highlight=False, soft_wrap=True, emoji=False)
 
 SiteOption = typer.Option(
     None,

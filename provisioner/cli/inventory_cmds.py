@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.inventory import load_site
 from provisioner.inventory.ansible_view import ansible_inventory
 from provisioner.wording import plural
@@ -37,6 +38,7 @@ def show(
     rack: str | None = typer.Option(None, "--rack", help="Only this rack."),
     as_json: bool = JsonOption,
     ansible: bool = typer.Option(False, "--ansible", help="Print the Ansible view (groups, vars)."),
+    wide: bool = WideOption,
 ) -> None:
     """List the hosts with their rack, U, profile, BMC and planned addresses."""
     s = load_site(site_name(site))
@@ -61,21 +63,31 @@ def show(
         print_json({"site": s.name, "hosts": rows})
         return
     nets = list(s.networks)
-    table = Table(title=f"site {s.name}: {len(hosts)} hosts")
-    for col in ("host", "rack", "U", "profile", "BMC", *nets, "prov. MAC"):
-        table.add_column(col)
+    cols = (
+        Col("host"),
+        Col("rack", priority=3),
+        Col("U", priority=3, justify="right"),
+        Col("profile", priority=4),
+        Col("BMC", priority=2),
+        *(Col(n, priority=1 if n == "provisioning" else 5) for n in nets),
+        Col("prov. MAC", priority=1),
+    )
+    cells: list[list[str]] = []
     for h in hosts:
         bmc = h.bmc.address + (f":{h.bmc.port}" if h.bmc.port else "") + f" ({h.bmc.vendor})"
-        table.add_row(
-            h.name,
-            h.rack,
-            str(h.u),
-            h.profile.name,
-            bmc,
-            *(str(h.addresses.get(n, "")) for n in nets),
-            h.provisioning_mac or "-",
+        cells.append(
+            [
+                h.name,
+                h.rack,
+                str(h.u),
+                escape(h.profile.name),
+                escape(bmc),
+                *(dash(h.addresses.get(n)) for n in nets),
+                dash(h.provisioning_mac),
+            ]
         )
-    console.print(table)
+    title = f"site {s.name}: {plural(len(hosts), 'host')}"
+    print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,18 +7,19 @@ from typing import Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from provisioner.cli.errors import exit_with, handle_errors, is_tty
+from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.cli.tables import Col, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode
+from provisioner.wording import plural
 
 lab_app = typer.Typer(
     help="The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
     "(needs root). Its site is `lab`: `provision ... --site lab`.",
     no_args_is_help=True,
 )
-# Wide enough for the status table when piped (CI logs), as rich assumes 80 columns then.
-console = Console(highlight=False, width=None if is_tty() else 160)
+# Tables fit the terminal (80 columns when piped), dropping the least useful columns first.
+console = Console(highlight=False, emoji=False)
 
 
 def _print_status(st: object) -> None:
@@ -38,18 +39,28 @@ def _print_status(st: object) -> None:
     )
     console.print(f"  site: {st.site or 'not generated'}")
     if st.hosts:
-        table = Table("host", "VM", "power", "BMC", "answers", "provisioning MAC", "root disk")
-        for h in st.hosts:
-            table.add_row(
+        cols = (
+            Col("host"),
+            Col("VM", priority=3),
+            Col("power"),
+            Col("BMC", priority=2),
+            Col("answers", priority=1),
+            Col("provisioning MAC", priority=1),
+            Col("root disk", priority=3),
+        )
+        rows = [
+            [
                 h.name,
-                h.domain,
-                h.power,
-                h.bmc_url,
+                dash(h.domain),
+                dash(h.power),
+                dash(h.bmc_url),
                 "[green]yes[/]" if h.bmc_answers else "[red]no[/]",
-                h.provisioning_mac,
-                h.root_disk_serial,
-            )
-        console.print(table)
+                dash(h.provisioning_mac),
+                dash(h.root_disk_serial),
+            ]
+            for h in st.hosts
+        ]
+        print_table(console, fit_table(f"{plural(len(rows), 'host')}", cols, rows, width=console.width))
     bmcs = {h.bmc_pid for h in st.hosts}
     others = {pid: name for pid, name in st.netns_processes.items() if pid not in bmcs}
     if others:
