@@ -10,7 +10,10 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from provisioner.cli import help_style
+
 DEFAULT_SITE = "lab"
+help_style.install()
 
 # emoji off: ":ab:" in a MAC address is not an emoji code
 console = Console(highlight=False, soft_wrap=True, emoji=False)

@@ -231,7 +231,7 @@ MaxParallelOption = typer.Option(
 
 
 MethodOption = typer.Option(
-    None, "--method", "-m", help="image (write a disk image) or autoinstall (Ubuntu installer)."
+    None, "--method", "-m", metavar="image|autoinstall", help="image (write a disk image) or autoinstall (Ubuntu installer)."
 )
 
 

@@ -96,7 +96,7 @@ def history(
             ]
         )
         return
-    table = Table(title=f"{host}: last {len(events)} events")
+    table = Table(title=f"{host}: last {plural(len(events), 'event')}")
     for col in ("time (UTC)", "kind", "change", "message"):
         table.add_column(col)
     for e in events:
