@@ -99,21 +99,40 @@ def up_cmd(
 
 @lab_app.command("down")
 @handle_errors
-def down_cmd() -> None:
-    """Remove everything the lab made: VMs, disks, BMCs, processes, networks, files."""
+def down_cmd(
+    purge: bool = typer.Option(
+        False,
+        "--purge",
+        help="Also remove the lab site's state database and logs, and the lab OS image cache.",
+    ),
+) -> None:
+    """Remove what the lab made: VMs, disks, BMCs, processes, networks, the generated site.
+
+    The lab site's state database and logs, and the built lab OS image, are kept (the next
+    `lab up` reuses the image); --purge removes them too, and nothing of other sites.
+    """
     from provisioner.lab.lab import down
 
-    report = down()
+    report = down(purge=purge)
     if report.nothing:
         console.print("lab down: nothing to remove")
-        return
-    console.print(
-        f"lab down: removed {len(report.domains)} VMs, "
-        f"{'the disk pool, ' if report.pool else ''}{len(report.killed_pids)} processes, "
-        f"{'the namespace, ' if report.netns else ''}{len(report.links)} links, "
-        f"{len(report.files)} files"
-        + (f"; stopped {', '.join(report.daemons)}" if report.daemons else "")
-    )
+    else:
+        removed = [
+            plural(len(report.domains), "VM"),
+            *(["the disk pool"] if report.pool else []),
+            plural(len(report.killed_pids), "process", "processes"),
+            *(["the namespace"] if report.netns else []),
+            plural(len(report.links), "link"),
+            plural(len(report.files), "file"),
+        ]
+        stopped = f"; stopped {', '.join(report.daemons)}" if report.daemons else ""
+        console.print(f"lab down: removed {', '.join(removed)}{stopped}", markup=False)
+    for line in report.purged:
+        console.print(f"  purged {line}", markup=False)
+    if report.kept:
+        console.print("kept (`provision lab down --purge` removes them):")
+        for line in report.kept:
+            console.print(f"  {line}", markup=False)
 
 
 @lab_app.command("status")
