@@ -109,7 +109,7 @@ def down_cmd(
     """Remove what the lab made: VMs, disks, BMCs, processes, networks, the generated site.
 
     The lab site's state database and logs, and the built lab OS image, are kept (the next
-    `lab up` reuses the image); --purge removes them too, and nothing of other sites.
+    `provision rack` reuses the image); --purge removes them too, and nothing of other sites.
     """
     from provisioner.lab.lab import down
 
