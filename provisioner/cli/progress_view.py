@@ -25,22 +25,33 @@ from rich.table import Column
 from provisioner.events import Event, emit
 from provisioner.workflow.rack import HostResult
 
-# A host's phases in the order a run goes through them; the bar advances one step per phase.
-PHASES = (
-    "queued",
-    "discover",
-    "release",
-    "deploy",
-    "pxe",
-    "install",
-    "reboot",
-    "firstboot",
-    "ssh",
-    "deployed",
-    "configure",
-    "done",
-)
-STEPS = len(PHASES) - 1
+# A host's phases in the order a run goes through them, each with its rough share of a host's
+# time (a lab VM or an HGX server alike: the image stream, first boot and site.yml dominate), so
+# the overall bar moves with the time spent and its ETA means something.
+PHASE_SHARE = {
+    "queued": 0,
+    "discover": 2,
+    "release": 1,
+    "deploy": 1,
+    "pxe": 8,
+    "install": 25,
+    "reboot": 4,
+    "firstboot": 12,
+    "ssh": 4,
+    "deployed": 1,
+    "configure": 40,
+    "done": 2,
+}
+PHASES = tuple(PHASE_SHARE)
+FULL = sum(PHASE_SHARE.values())
+CONFIGURE_HALF = 60  # Ansible results per host at which the configure share is half done
+
+
+def progress_at(phase: str) -> int:
+    """How far (of FULL) a host is when it enters ``phase``."""
+    return sum(PHASE_SHARE[p] for p in PHASES[: PHASES.index(phase)])
+
+
 COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
 
 
@@ -115,7 +126,7 @@ class LiveView:
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=12),
-            TextColumn("{task.completed:>3.0f}/{task.total:.0f}"),
+            TextColumn("{task.percentage:>3.0f}%"),
             TimeRemainingColumn(compact=True),
             # one line per host: a long detail is cut, never wrapped into the next host's row
             TextColumn(
@@ -129,8 +140,9 @@ class LiveView:
         )
         width = max([len(h) for h in hosts] + [7])
         self._width = width
+        self._full = FULL
         self._overall = self._progress.add_task(
-            "overall".ljust(width), total=max(1, len(hosts)) * STEPS, detail=""
+            "overall".ljust(width), total=max(1, len(hosts)) * FULL, detail=""
         )
         self._stage: TaskID | None = None
         self._stage_text = ""
@@ -139,7 +151,7 @@ class LiveView:
         self._bytes_started: dict[str, float] = {}
         self._results: dict[str, dict[str, int]] = {}
         for h in hosts:
-            self._hosts[h] = self._progress.add_task(h.ljust(width), total=STEPS, detail="queued")
+            self._hosts[h] = self._progress.add_task(h.ljust(width), total=FULL, detail="queued")
             self._done[h] = 0
 
     def renderable(self) -> RenderableType:
@@ -161,9 +173,16 @@ class LiveView:
     def _advance(self, host: str, step: int) -> None:
         if host not in self._hosts:
             return
-        self._done[host] = max(self._done[host], step)
+        self._done[host] = min(max(self._done[host], step), self._full)
         self._progress.update(self._hosts[host], completed=self._done[host])
         self._progress.update(self._overall, completed=sum(self._done.values()))
+
+    def _without_configure(self) -> None:
+        """No site.yml in this run: a host is whole once installed."""
+        self._full = FULL - PHASE_SHARE["configure"]
+        for task in self._hosts.values():
+            self._progress.update(task, total=self._full)
+        self._progress.update(self._overall, total=max(1, len(self._hosts)) * self._full)
 
     def _detail(self, host: str, text: str) -> None:
         if host in self._hosts:
@@ -179,15 +198,15 @@ class LiveView:
         if kind == "phase":
             colour = COLOURS.get(event.phase, "cyan")
             self._detail(event.host, f"[{colour}]{event.phase}[/] {text}")
-            if event.phase in PHASES:
-                self._advance(event.host, PHASES.index(event.phase))
-            elif event.phase == "failed":
-                self._advance(event.host, STEPS)
+            if event.phase == "done" or event.phase == "failed":
+                self._advance(event.host, self._full)
+            elif event.phase in PHASES:
+                self._advance(event.host, progress_at(event.phase))
         elif kind == "done":
             status = event.data.get("status")
             colour = COLOURS.get("done" if status == "ok" else str(status), "cyan")
             self._detail(event.host, f"[{colour}]{status}[/] {text}")
-            self._advance(event.host, STEPS)
+            self._advance(event.host, self._full)
         elif kind == "bytes":
             started = self._bytes_started.setdefault(event.host, time.monotonic())
             done, total = int(event.data.get("done", 0)), event.data.get("total")
@@ -202,16 +221,23 @@ class LiveView:
             )
         elif kind == "task":
             for host, task in self._hosts.items():
-                if self._done.get(host) == PHASES.index("configure"):
+                if progress_at("configure") <= self._done.get(host, 0) < self._full:
                     self._progress.update(task, detail=f"[cyan]configure[/] {text}")
         elif kind == "result":
             counts = self._results.setdefault(event.host, {})
             status = str(event.data.get("status"))
             counts[status] = counts.get(status, 0) + 1
             tally = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            # site.yml's task count is not known up front: each result moves the bar a little
+            # less, so it keeps moving through the longest phase without ever reaching the end
+            n = sum(counts.values())
+            share = PHASE_SHARE["configure"] * n / (n + CONFIGURE_HALF)
+            self._advance(event.host, progress_at("configure") + int(share))
             self._detail(event.host, f"{tally} [cyan]{text}[/]")
         elif kind == "run":
             self._progress.update(self._overall, detail=text)
+            if event.data.get("configure") is False:
+                self._without_configure()
 
     def _stage_line(self, event: Event) -> None:
         step, steps = event.data.get("step"), event.data.get("steps")

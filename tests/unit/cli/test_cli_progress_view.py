@@ -43,10 +43,12 @@ def test_live_view_draws_hosts_stage_and_overall_bar_at_80_columns() -> None:
     frame = _frame(view)
     lines = frame.splitlines()
     assert [line.split()[0] for line in lines] == ["overall", "lab-host01", "lab-host02", "prepare"]
-    assert "21/22" in lines[0] and "2 hosts to install" in lines[0]  # 10 + 11 steps of 22
+    # host01 entered configure (58% of a host's time), host02 is over: (58 + 100) / 2
+    assert "79%" in lines[0] and "2 hosts to install" in lines[0]
+    assert "58%" in lines[1] and "100%" in lines[2]
     assert "changed=1 common : Install chrony" in lines[1]
     assert "failed no disk with serial X" in lines[2]
-    assert "1/5" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
+    assert "20%" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
     assert all(len(line) <= 80 for line in lines)
 
 
@@ -80,3 +82,14 @@ def test_reporter_results_are_events() -> None:
         EventReporter().finished(HostResult("h1", "ok", "configured", attempts=1))
     (done,) = sink.of("done")
     assert (done.host, done.message, done.data["status"]) == ("h1", "configured", "ok")
+
+
+def test_without_site_yml_a_host_is_whole_once_installed() -> None:
+    view = LiveView(["h1"], Console(file=io.StringIO(), width=80, color_system=None))
+    with events.sinks(view):
+        events.emit(Event("run", "1 host", data={"hosts": ["h1"], "configure": False}))
+        EventReporter().phase("h1", "ssh", "waiting for SSH")
+        first = _frame(view)
+        EventReporter().phase("h1", "done", "installed, SSH answers")
+    assert "88%" in first.splitlines()[1]  # 53 of the 60 shares a run without site.yml has
+    assert "100%" in _frame(view).splitlines()[0]
