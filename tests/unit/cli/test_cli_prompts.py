@@ -78,3 +78,12 @@ def test_summary_says_the_state_each_host_reached() -> None:
     text = out.export_text()
     assert "configured" in text and "61s" in text and "no disk with serial X" in text
     assert "…" not in text
+
+
+def test_events_to_stdout_and_json_together_are_refused(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["rack", "--site", "example", "--json", "--events", "-"])
+    assert res.exit_code == ExitCode.BAD_INPUT, res.output
+    assert "--events - and --json would both write to stdout" in res.output
+    res = runner.invoke(app, ["rack", "--site", "example", "--events", str(tmp_path / "no" / "x")])
+    assert res.exit_code == ExitCode.BAD_INPUT, res.output
+    assert "cannot write events to" in res.output
