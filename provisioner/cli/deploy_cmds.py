@@ -42,6 +42,7 @@ def _summary(result: RackResult, as_json: bool) -> None:
                     {
                         "host": r.host,
                         "status": r.status,
+                        "result": _outcome(r),  # configured, deployed, failed or skipped
                         "reason": r.reason,
                         "attempts": r.attempts,
                         "phases": {k: round(v, 1) for k, v in r.phases.items()},
