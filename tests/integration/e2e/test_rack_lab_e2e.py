@@ -260,6 +260,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
             reimage.kill()
     assert reimage.returncode == 0, out + err
     assert json.loads(out)["hosts"][0]["status"] == "ok"
+    assert json.loads(out)["hosts"][0]["result"] == "deployed"  # --skip-configure: not configured
 
     text = log.read_text()[offset:] if log else ""
     host03_mac = _mac_of(lab, "lab-host03")
