@@ -79,6 +79,14 @@ def _rate(done: int, total: int | None, started: float) -> str:
     return f"{mib:.0f}{of} MiB at {mib / took:.0f} MiB/s"
 
 
+def log_line(event: Event) -> str:
+    """ "log: PATH (tail -f it to follow)", and where each host's own log is."""
+    line = f"log: {event.data['path']}  (tail -f it to follow)"
+    if event.data.get("hosts_dir"):
+        line += f"; each host's: {event.data['hosts_dir']}/<host>.log"
+    return line
+
+
 class PlainView:
     """One line per phase, stage and Ansible task: for logs, pipes and `--json` (on stderr)."""
 
@@ -108,7 +116,7 @@ class PlainView:
             of = f" [{step}/{event.data['steps']}]" if step is not None else ""
             return f"{event.phase or 'prepare'}{of}: {event.message}"
         if event.kind == "log":
-            return f"log: {event.data['path']}  (tail -f it to follow)"
+            return log_line(event)
         if event.kind == "task":
             return f"configure: TASK {event.message}"
         if event.kind == "run":
@@ -216,9 +224,7 @@ class LiveView:
         elif kind == "output" and self._stage is not None:
             self._progress.update(self._stage, detail=f"{self._stage_text}: {text}")
         elif kind == "log":
-            self._progress.console.print(
-                f"log: {event.data['path']}  (tail -f it to follow)", markup=False
-            )
+            self._progress.console.print(log_line(event), markup=False)
         elif kind == "task":
             for host, task in self._hosts.items():
                 if progress_at("configure") <= self._done.get(host, 0) < self._full:

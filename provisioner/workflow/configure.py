@@ -20,6 +20,7 @@ from provisioner.exceptions import NotReady
 from provisioner.inventory.loader import load_site
 from provisioner.inventory.model import Site
 from provisioner.workflow.ansible_lines import parse_line
+from provisioner.workflow.ansible_logs import HostLogSplitter, host_log_dir
 
 CONNECT_TIMEOUT_S = 60
 
@@ -238,10 +239,18 @@ def stream_command(
     and emitting progress events for plays, tasks and per-host results; return (exit, output)."""
     lines: list[str] = [preamble] if preamble else []
     log = None
+    split = None
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log = log_file.open("w", encoding="utf-8")
-        emit(Event("log", "ansible-playbook output", data={"path": str(log_file)}))
+        split = HostLogSplitter(log_file)
+        emit(
+            Event(
+                "log",
+                "ansible-playbook output",
+                data={"path": str(log_file), "hosts_dir": str(host_log_dir(log_file))},
+            )
+        )
         log.write(preamble)
         log.flush()
     task = ""
@@ -264,6 +273,8 @@ def stream_command(
                 if log is not None:
                     log.write(line)
                     log.flush()
+                if split is not None:
+                    split.feed(line)
                 task = _emit_line(line, task)
             code = proc.wait()
     finally:

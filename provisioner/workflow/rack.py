@@ -26,6 +26,7 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
 from provisioner.state import DONE_STATES, NodeState, StateStore
 from provisioner.wording import plural
+from provisioner.workflow.ansible_logs import host_log
 from provisioner.workflow.configure import run_playbook
 from provisioner.workflow.ssh import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
@@ -393,7 +394,8 @@ class RackRunner:
                 else f"the playbook did not reach the host (exit {code})"
             )
             r.status = "failed"
-            r.reason = f"{why}; log: {log}"
+            own = host_log(log, r.host)
+            r.reason = f"{why}; log: {own if own.exists() else log}"
             self.store.transition(
                 r.host, NodeState.FAILED, reason="configure failed", error=r.reason
             )

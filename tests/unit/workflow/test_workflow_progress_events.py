@@ -181,3 +181,30 @@ def test_json_lines_sink_and_a_broken_sink() -> None:
     assert all(isinstance(d["ts"], float) for d in docs)
     events.emit(Event("phase", "after"))  # the sinks are gone
     assert len(buf.getvalue().splitlines()) == 2
+
+
+def test_each_host_gets_its_own_log(tmp_path: Path) -> None:
+    from provisioner.workflow.ansible_logs import HostLogSplitter, host_log
+
+    run_log = tmp_path / "site-20261124-101010.log"
+    split = HostLogSplitter(run_log)
+    text = ANSIBLE_OUTPUT.replace(
+        'fatal: [lab-host01]: FAILED! => {"msg": "x"}\n',
+        "fatal: [lab-host01]: FAILED! => \n    msg: the package is held\n    rc: 100\n"
+        "included: /x/tasks/y.yml for lab-host02\n",
+    )
+    for line in text.splitlines(keepends=True):
+        split.feed(line)
+    one = host_log(run_log, "lab-host01").read_text()
+    two = host_log(run_log, "lab-host02").read_text()
+    assert host_log(run_log, "lab-host01").parent == tmp_path / "site-20261124-101010"
+    assert "lab-host02" not in one and "lab-host01" not in two
+    assert one.count("PLAY [Base: every host]") == 1 and two.count("PLAY [Base: every host]") == 1
+    assert one.count("TASK [common : Install chrony]") == 1  # once, above its four results
+    assert "    msg: the package is held\n    rc: 100\n" in one  # the failure's detail
+    assert "included:" not in one  # a line about another host is not host01's detail
+    assert "RUNNING HANDLER [docker : restart docker]" in one
+    assert "RUNNING HANDLER" not in two  # host02 took no part in the handler
+    assert one.rstrip().endswith("lab-host01                 : ok=3    changed=2    unreachable=0    failed=1")
+    assert "unreachable=1" in two.splitlines()[-1]
+    assert host_log(run_log, "../etc/passwd").parent == host_log(run_log, "x").parent
