@@ -311,3 +311,52 @@ def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path)
     assert plan.streams == streams and plan.size >= min(len(hosts), streams)
     # the ungated test backend keeps the old rule: hosts at once = streams
     assert runner(site, tmp_path, ScriptedBackend()).wave_plan(len(hosts)).streams is None
+
+
+def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from provisioner import events
+    from provisioner.events import ListSink
+    from provisioner.workflow import configure
+
+    # a stand-in ansible-playbook: one task, host 1 fine, host 2 failing, then the recap
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "hosts = sys.argv[sys.argv.index('--limit') + 1].split(',')\n"
+        "print('PLAY [all] ***')\nprint('TASK [common : ntp] ***')\n"
+        "print(f'changed: [{hosts[0]}]')\nprint(f'fatal: [{hosts[1]}]: FAILED! => ')\n"
+        "print('    msg: held package')\nprint()\nprint('PLAY RECAP ***')\n"
+        "print(f'{hosts[0]} : ok=1 changed=1 unreachable=0 failed=0')\n"
+        "print(f'{hosts[1]} : ok=0 changed=0 unreachable=0 failed=1')\nsys.exit(2)\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    monkeypatch.setattr(configure, "scan_host_key", lambda *_a, **_k: [])  # no traffic out
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    options = RackOptions(configure=True, wait_ssh=False, log_dir=tmp_path / "logs")
+    rec = Recorder()
+    run = RackRunner(site, store, ScriptedBackend(), open_bmc=None, reporter=rec, options=options)
+    h1, h2 = site.hosts[0].name, site.hosts[1].name
+    sink = ListSink()
+    with events.sinks(sink):
+        result = run.run(site.hosts[:2])
+    for host in (h1, h2):
+        phases = [p for h, p in rec.phases if h == host]
+        assert "done" not in phases[: phases.index("configure")], phases
+        assert phases.index("deployed") < phases.index("configure")
+    assert [p for h, p in rec.phases if h == h1][-1] == "done"
+    assert [p for h, p in rec.phases if h == h2][-1] == "failed"
+    by = {r.host: r for r in result.results}
+    assert (by[h1].status, by[h1].reason) == ("ok", "configured")
+    assert by[h2].status == "failed"
+    own = tmp_path / "logs" / result.configure_log.stem / f"{h2}.log"  # type: ignore[union-attr]
+    assert by[h2].reason.endswith(f"; log: {own}")
+    assert "    msg: held package" in own.read_text()
+    assert store.get(h1).state == NodeState.CONFIGURED and store.get(h2).state == NodeState.FAILED
+    (started,) = sink.of("run")
+    assert started.data["hosts"] == [h1, h2] and started.data["configure"] is True
+    assert [e.message for e in sink.of("task")] == ["common : ntp"]
