@@ -17,6 +17,7 @@ from rich.progress import (
     BarColumn,
     Progress,
     TaskID,
+    TaskProgressColumn,
     TextColumn,
     TimeRemainingColumn,
 )
@@ -134,7 +135,7 @@ class LiveView:
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=12),
-            TextColumn("{task.percentage:>3.0f}%"),
+            TaskProgressColumn(text_format="{task.percentage:>3.0f}%"),  # blank while pulsing
             TimeRemainingColumn(compact=True),
             # one line per host: a long detail is cut, never wrapped into the next host's row
             TextColumn(
@@ -204,6 +205,7 @@ class LiveView:
         # task names and tool output may hold "[...]": shown as text, never read as markup
         kind, text = event.kind, escape(event.message)
         if kind == "phase":
+            self._prepared()
             colour = COLOURS.get(event.phase, "cyan")
             self._detail(event.host, f"[{colour}]{event.phase}[/] {text}")
             if event.phase == "done" or event.phase == "failed":
@@ -246,14 +248,30 @@ class LiveView:
                 self._without_configure()
 
     def _stage_line(self, event: Event) -> None:
+        if event.phase == "configure":  # a play of site.yml: the host lines show its progress
+            self._progress.update(self._overall, detail=escape(event.message))
+            return
         step, steps = event.data.get("step"), event.data.get("steps")
-        name = (event.phase or "prepare").ljust(self._width)
+        name = "prepare".ljust(self._width)
         if self._stage is None:
-            self._stage = self._progress.add_task(name, total=steps or 1, detail="")
+            self._stage = self._progress.add_task(name, total=None, detail="")
         self._stage_text = escape(event.message)
-        update: dict[str, object] = {"description": name, "detail": self._stage_text}
-        if steps:
-            update["total"] = steps
-        if step is not None:
-            update["completed"] = step
+        update: dict[str, object] = {"detail": self._stage_text}
+        if steps and step is not None:
+            update["total"], update["completed"] = steps, step
+        else:
+            # a step of unknown length (a ramdisk build, a download) pulses, a finding (cached)
+            # is whole; hosts starting end the preparation either way
+            done = "cached" in event.message
+            update["total"], update["completed"] = (1, 1) if done else (None, 0)
         self._progress.update(self._stage, **update)  # type: ignore[arg-type]
+
+    def _prepared(self) -> None:
+        """The hosts have started: whatever the preparation row shows is over."""
+        if self._stage is not None:
+            task = self._progress.tasks[self._stage_index()]
+            if task.total is None or task.completed < task.total:
+                self._progress.update(self._stage, total=1, completed=1)
+
+    def _stage_index(self) -> int:
+        return next(i for i, t in enumerate(self._progress.tasks) if t.id == self._stage)

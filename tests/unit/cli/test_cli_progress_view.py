@@ -48,7 +48,7 @@ def test_live_view_draws_hosts_stage_and_overall_bar_at_80_columns() -> None:
     assert "58%" in lines[1] and "100%" in lines[2]
     assert "changed=1 common : Install chrony" in lines[1]
     assert "failed no disk with serial X" in lines[2]
-    assert "20%" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
+    assert "100%" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
     assert all(len(line) <= 80 for line in lines)
 
 
@@ -93,3 +93,18 @@ def test_without_site_yml_a_host_is_whole_once_installed() -> None:
         EventReporter().phase("h1", "done", "installed, SSH answers")
     assert "88%" in first.splitlines()[1]  # 53 of the 60 shares a run without site.yml has
     assert "100%" in _frame(view).splitlines()[0]
+
+
+def test_the_preparation_row_shows_steps_a_pulse_or_a_cache_hit() -> None:
+    view = LiveView(["h1"], Console(file=io.StringIO(), width=80, color_system=None))
+    with events.sinks(view):
+        events.emit(Event("stage", "building the deploy ramdisk (linux-image-cloud-amd64)"))
+        pulsing = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "debootstrap bookworm", data={"step": 1, "steps": 5}))
+        stepped = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "lab OS image: cached in /c/images/ab12"))
+        cached = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "play: Base", phase="configure"))  # site.yml: host lines
+    assert "%" not in pulsing  # unknown length: a pulse, no made-up percentage
+    assert "20%" in stepped and "100%" in cached
+    assert "play: Base" in _frame(view).splitlines()[0] and "play: Base" not in cached
