@@ -23,7 +23,7 @@ from provisioner.cli.common import JsonOption, SiteOption, console, print_json, 
 from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.cli.tables import (
     Col,
-    WideOptionHelp,
+    WideOption,
     dash,
     fit_table,
     print_table,
@@ -40,7 +40,6 @@ ParallelOption = typer.Option(
     None, "--parallel", min=1, help="BMCs at once (default: settings.redfish.max_parallel)."
 )
 ForceOption = typer.Option(False, "--force", help="Also act on hosts in maintenance.")
-WideOption = typer.Option(False, "--wide", help=WideOptionHelp)
 
 
 class PowerCommand(StrEnum):
