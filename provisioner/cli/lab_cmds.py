@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from provisioner.cli.errors import exit_with, handle_errors
-from provisioner.cli.tables import Col, dash, fit_table, print_table
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode
 from provisioner.wording import plural
 
@@ -22,7 +22,7 @@ lab_app = typer.Typer(
 console = Console(highlight=False, emoji=False)
 
 
-def _print_status(st: object) -> None:
+def _print_status(st: object, wide: bool = False) -> None:
     from provisioner.lab.lab import LabStatus
 
     assert isinstance(st, LabStatus)
@@ -60,7 +60,8 @@ def _print_status(st: object) -> None:
             ]
             for h in st.hosts
         ]
-        print_table(console, fit_table(f"{plural(len(rows), 'host')}", cols, rows, width=console.width))
+        table = fit_table(plural(len(rows), "host"), cols, rows, width=console.width, wide=wide)
+        print_table(console, table, wide=wide)
     bmcs = {h.bmc_pid for h in st.hosts}
     others = {pid: name for pid, name in st.netns_processes.items() if pid not in bmcs}
     if others:
@@ -139,6 +140,7 @@ def down_cmd(
 @handle_errors
 def status_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    wide: bool = WideOption,
 ) -> None:
     """Show what runs: namespace, VMs with power state, BMCs answering. Exit 5 unless up."""
     from provisioner.lab.lab import status
@@ -147,7 +149,7 @@ def status_cmd(
     if as_json:
         typer.echo(json.dumps(st.to_dict(), indent=2))
     else:
-        _print_status(st)
+        _print_status(st, wide)
     if not st.up:
         exit_with(ExitCode.NOT_READY)
 
