@@ -8,6 +8,7 @@ from typing import Literal
 
 LineKind = Literal["play", "task", "result", "recap"]
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes, should ANSIBLE_FORCE_COLOR be set
 _HEADER = re.compile(r"^(?P<what>PLAY|TASK|RUNNING HANDLER) \[(?P<name>.*)\]\s*\**\s*$")
 _RECAP = re.compile(r"^PLAY RECAP\s*\**\s*$")
 # "ok: [h1]", "changed: [h1 -> localhost]", "fatal: [h1]: FAILED! => ...",
@@ -30,7 +31,7 @@ class AnsibleLine:
 
 def parse_line(line: str) -> AnsibleLine | None:
     """The progress a line carries, or None for everything else (details, timings, blanks)."""
-    text = line.rstrip("\r\n")
+    text = _ANSI.sub("", line).rstrip("\r\n")
     m = _HEADER.match(text)
     if m:
         kind: LineKind = "play" if m["what"] == "PLAY" else "task"

@@ -223,6 +223,9 @@ def run_playbook(
     env.setdefault("ANSIBLE_TIMEOUT", str(CONNECT_TIMEOUT_S))
     # line by line into the log as it comes, not in blocks when a pipe buffer fills
     env["PYTHONUNBUFFERED"] = "1"
+    # the recap and the progress are read from the default callback's lines: a callback set in
+    # the caller's environment (json, yaml...) would leave both blind
+    env["ANSIBLE_STDOUT_CALLBACK"] = "default"
     code, output = stream_command(argv, cwd=root, env=env, log_file=log_file, preamble=notes)
     return code, parse_recap(output), output
 

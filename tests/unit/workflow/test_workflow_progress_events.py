@@ -64,6 +64,9 @@ def test_parse_line_reads_plays_tasks_results_and_recap() -> None:
     # recap lines, timings and JSON details are not progress
     assert parse_line("lab-host01 : ok=3 changed=2 unreachable=0 failed=1") is None
     assert parse_line('    "msg": "ok: [not-a-result]"') is None
+    # colour codes (ANSIBLE_FORCE_COLOR) and CRLF do not hide a line's meaning
+    assert parse_line("\x1b[0;32mok: [h1]\x1b[0m\r\n") == AnsibleLine("result", host="h1", status="ok")
+    assert parse_line("TASK [x : install [extra] bits] ****\n") == AnsibleLine("task", "x : install [extra] bits")
 
 
 def _fake_playbook(tmp_path: Path, body: str) -> Path:
@@ -140,14 +143,16 @@ def test_the_log_grows_while_the_playbook_runs(tmp_path: Path) -> None:
 def test_run_playbook_streams_into_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = _fake_playbook(
         tmp_path,
-        "import os, sys\nprint('TASK [x] ***')\nprint('PYTHONUNBUFFERED=' + os.environ['PYTHONUNBUFFERED'])\n",
+        "import os, sys\nprint('TASK [x] ***')\nprint('PYTHONUNBUFFERED=' + os.environ['PYTHONUNBUFFERED'])\n"
+        "print('callback=' + os.environ['ANSIBLE_STDOUT_CALLBACK'])\n",
     )
     monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(exe))
+    monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "json")  # the caller's own choice
     example = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
     log = tmp_path / "run.log"
     code, recaps, out = configure.run_playbook(example, ["h1"], log_file=log, pin_keys=False)
     assert code == 0 and recaps == {}
-    assert "PYTHONUNBUFFERED=1" in out and log.read_text() == out
+    assert "PYTHONUNBUFFERED=1" in out and "callback=default" in out and log.read_text() == out
 
 
 def test_image_build_commands_emit_stages_and_output_lines() -> None:
