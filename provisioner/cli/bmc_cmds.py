@@ -93,7 +93,7 @@ def _skip_maintenance(store: StateStore, hosts: list[Host], force: bool) -> list
 def _failure_exit(failed: Sequence[str], total: int, what: str) -> None:
     if failed:
         raise PartialFailure(
-            f"{what} failed on {len(failed)} of {total} hosts: {', '.join(failed)}",
+            f"{what} failed on {len(failed)} of {plural(total, 'host')}: {', '.join(failed)}",
             hint="the table above gives each host's reason; fix those BMCs and re-run with "
             "just those hosts",
         )

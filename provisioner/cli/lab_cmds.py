@@ -91,7 +91,8 @@ def up_cmd(
         fw = firmware  # type: ignore[assignment]
     plan = resolve_plan(hosts=hosts, disks=disks, firmware=fw, memory_mib=memory)
     console.print(
-        f"bringing up lab {plan.netns!r}: {plan.hosts} hosts, {plan.disks} disks each, "
+        f"bringing up lab {plan.netns!r}: {plural(plan.hosts, 'host')}, "
+        f"{plural(plan.disks, 'disk')} each, "
         f"{plan.firmware} firmware (VMs stay powered off; their BMCs power them on)"
     )
     _print_status(up(plan))
