@@ -357,10 +357,10 @@ def _can_ask() -> bool:
 
 
 def _confirm(question: str) -> bool:
-    """Ask on the terminal; no, end of input and Ctrl-C all mean no."""
+    """Ask on the terminal; no, end of input and Ctrl-C at the prompt (click aborts) mean no."""
     try:
         return bool(typer.confirm(question, default=False))
-    except (typer.Abort, EOFError, KeyboardInterrupt):
+    except (typer.Abort, EOFError):
         return False
 
 
