@@ -135,8 +135,8 @@ def plan(
     blocking: str = typer.Option("1:1", "--blocking", help="leaf down:up ratio"),
     tiers: int | None = typer.Option(None, "--tiers", help="2 or 3 (default: the fewest that fit)"),
     speed: str = typer.Option("NDR", "--speed", help="link speed"),
-    model: str = typer.Option("QM9700", "--switch-model"),
-    host_prefix: str = typer.Option("gpu", "--host-prefix"),
+    model: str = typer.Option("QM9700", "--switch-model", help="switch model written on each switch"),
+    host_prefix: str = typer.Option("gpu", "--host-prefix", help="host names start with this"),
     name: str | None = typer.Option(None, "--name", help="fabric name"),
     output: Path | None = OutputOpt,
 ) -> None:
@@ -370,7 +370,7 @@ def simulate(
     manifest: list[Path] = ManifestArg,
     output: Path = typer.Option(..., "--output", "-o", help="ibnetdiscover text to write"),
     faults: int = typer.Option(0, "--faults-per-kind", help="inject this many faults of every kind"),
-    seed: int = typer.Option(7, "--seed"),
+    seed: int = typer.Option(7, "--seed", help="random seed: the same seed gives the same faults"),
     down_output: Path | None = typer.Option(None, "--iblinkinfo-output",
                                             help="write the ports that are down as iblinkinfo here"),
 ) -> None:

@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
+from cabling.keys import unknown_key
 from cabling.model import Manifest
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -59,6 +60,10 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         line = _line_of(root, loc)
         key = ".".join(str(x) for x in loc)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        if err["type"] == "extra_forbidden":
+            raise CablingInputError(
+                unknown_key(Manifest, loc, data) + more, file=source, line=line
+            ) from None
         raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
     manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
     return manifest

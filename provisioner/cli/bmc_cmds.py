@@ -7,6 +7,7 @@ from enum import StrEnum
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -20,11 +21,20 @@ from provisioner.bmc.discovery import (
 )
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors, is_tty
+from provisioner.cli.tables import (
+    Col,
+    WideOption,
+    dash,
+    fit_table,
+    print_table,
+    skew_text,
+)
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.wording import plural
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 ParallelOption = typer.Option(
     None, "--parallel", min=1, help="BMCs at once (default: settings.redfish.max_parallel)."
@@ -83,7 +93,7 @@ def _skip_maintenance(store: StateStore, hosts: list[Host], force: bool) -> list
 def _failure_exit(failed: Sequence[str], total: int, what: str) -> None:
     if failed:
         raise PartialFailure(
-            f"{what} failed on {len(failed)} of {total} hosts: {', '.join(failed)}",
+            f"{what} failed on {len(failed)} of {plural(total, 'host')}: {', '.join(failed)}",
             hint="the table above gives each host's reason; fix those BMCs and re-run with "
             "just those hosts",
         )
@@ -92,32 +102,70 @@ def _failure_exit(failed: Sequence[str], total: int, what: str) -> None:
 # -- discover -----------------------------------------------------------------------------
 
 
-def _discovery_table(results: Sequence[DiscoveryResult], max_skew_s: float) -> Table:
-    table = Table(title=f"discovery: {sum(r.ok for r in results)}/{len(results)} hosts read")
-    for col in ("host", "vendor/model", "serial", "provisioning MAC", "NICs", "disks",
-                "BMC fw", "clock skew", "result"):
-        table.add_column(col)
+DISCOVERY_COLUMNS = (
+    Col("host"),
+    Col("vendor/model", priority=2, wrap=True),
+    Col("serial", priority=3),
+    Col("provisioning MAC"),
+    Col("NICs", priority=5, justify="right"),
+    Col("disks", priority=5, justify="right"),
+    Col("BMC fw", priority=4),
+    Col("skew", priority=1, justify="right"),
+    Col("result", wrap=True),
+)
+
+
+def _vendor_cell(site: Site | None, res: DiscoveryResult) -> str:
+    """Who made the host, as far as its BMC says; "emulated" for the lab's virtual machines."""
+    f = res.facts
+    if f is None:
+        return "-"
+    host = next((h for h in site.hosts if h.name == res.host), None) if site else None
+    if host is not None and "lab_domain" in host.vars:
+        return "emulated"
+    maker = f.manufacturer or f.extra.get("vendor")
+    return " ".join(str(p) for p in (maker, f.model) if p) or "-"
+
+
+def _discovery_rows(
+    results: Sequence[DiscoveryResult], max_skew_s: float, site: Site | None = None
+) -> list[list[str]]:
+    rows = []
     for res in results:
         f = res.facts
-        skew = ""
-        if f and f.clock_skew_s is not None:
-            colour = "red" if abs(f.clock_skew_s) > max_skew_s else ""
-            skew = f"[{colour}]{f.clock_skew_s:+.0f}s[/]" if colour else f"{f.clock_skew_s:+.0f}s"
-        result = "[green]ok[/]" if res.ok else f"[red]{res.reason}[/]"
+        skew = skew_text(f.clock_skew_s if f else None)
+        if f and f.clock_skew_s is not None and abs(f.clock_skew_s) > max_skew_s:
+            skew = f"[red]{skew}[/]"
+        result = "[green]ok[/]" if res.ok else f"[red]{escape(res.reason or 'failed')}[/]"
         if res.ok and res.warnings:
-            result = f"[yellow]ok ({len(res.warnings)} warnings)[/]"
-        table.add_row(
-            res.host,
-            f"{f.extra.get('vendor')}: {f.model or '?'}" if f else "",
-            (f.serial or "") if f else "",
-            (f.provisioning_mac or "") if f else "",
-            str(len(f.nics)) if f else "",
-            str(len(f.drives)) if f else "",
-            (f.bmc_firmware or "") if f else "",
-            skew,
-            result,
+            result = f"[yellow]ok ({plural(len(res.warnings), 'warning')})[/]"
+        rows.append(
+            [
+                res.host,
+                escape(_vendor_cell(site, res)),
+                escape(dash(f.serial if f else None)),
+                dash(f.provisioning_mac if f else None),
+                str(len(f.nics)) if f else "-",
+                str(len(f.drives)) if f else "-",
+                escape(dash(f.bmc_firmware if f else None)),
+                skew,
+                result,
+            ]
         )
-    return table
+    return rows
+
+
+def _discovery_table(
+    results: Sequence[DiscoveryResult],
+    max_skew_s: float,
+    site: Site | None = None,
+    *,
+    width: int = 80,
+    wide: bool = False,
+) -> Table:
+    title = f"discovery: {sum(r.ok for r in results)}/{plural(len(results), 'host')} read"
+    rows = _discovery_rows(results, max_skew_s, site)
+    return fit_table(title, DISCOVERY_COLUMNS, rows, width=width, wide=wide)
 
 
 @handle_errors
@@ -127,6 +175,7 @@ def discover(
     site: str | None = SiteOption,
     as_json: bool = JsonOption,
     parallel: int | None = ParallelOption,
+    wide: bool = WideOption,
 ) -> None:
     """Read every BMC at once: serials, NICs and the provisioning MAC, disks, clocks, firmware."""
     s = load_site(site_name(site))
@@ -165,7 +214,8 @@ def discover(
             for r in results
         ])
     else:
-        console.print(_discovery_table(results, max_skew))
+        table = _discovery_table(results, max_skew, s, width=console.width, wide=wide)
+        print_table(console, table, wide=wide)
         for res in results:
             if not res.ok:
                 err.print(f"[red]{res.host}[/] {res.reason}: {res.error}")

@@ -10,9 +10,13 @@ from typing import Any
 import typer
 from rich.console import Console
 
-DEFAULT_SITE = "lab"
+from provisioner.cli import help_style
 
-console = Console(highlight=False, soft_wrap=True)
+DEFAULT_SITE = "lab"
+help_style.install()
+
+# emoji off: ":ab:" in a MAC address is not an emoji code
+console = Console(highlight=False, soft_wrap=True, emoji=False)
 
 SiteOption = typer.Option(
     None,

@@ -3,69 +3,29 @@
 from __future__ import annotations
 
 import sys
-import threading
-from typing import Literal
+from contextlib import ExitStack
+from typing import IO, Literal
 
 import typer
-from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
+from provisioner import events
 from provisioner.bmc.factory import open_bmc
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
+from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
 from provisioner.deploy.base import backend_class
+from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
 from provisioner.health.model import RemedyKind
 from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
 from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.wording import plural
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
-
-PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
-
-
-class LiveReporter:
-    """A live per-host table on a terminal; one line per phase change otherwise."""
-
-    def __init__(self, hosts: list[Host], *, live: bool) -> None:
-        self._rows: dict[str, tuple[str, str]] = {h.name: ("queued", "") for h in hosts}
-        self._lock = threading.Lock()
-        self._live: Live | None = None
-        if live:
-            self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False)
-
-    def __enter__(self) -> LiveReporter:
-        if self._live:
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live:
-            self._live.__exit__(None, None, None)
-
-    def _table(self) -> Table:
-        t = Table(title="provision rack", expand=False)
-        t.add_column("host")
-        t.add_column("phase")
-        t.add_column("detail", overflow="fold")
-        for name, (phase, detail) in self._rows.items():
-            colour = PHASE_COLOURS.get(phase, "cyan")
-            t.add_row(name, f"[{colour}]{phase}[/]", detail)
-        return t
-
-    def phase(self, host: str, phase: str, message: str) -> None:
-        with self._lock:
-            self._rows[host] = (phase, message)
-            if self._live:
-                self._live.update(self._table())
-            else:
-                console.print(f"{host}: {phase}: {message}")
-
-    def finished(self, result: HostResult) -> None:
-        phase = {"ok": "done", "failed": "failed", "skipped": "skipped"}[result.status]
-        self.phase(result.host, phase, result.reason)
 
 
 def _summary(result: RackResult, as_json: bool) -> None:
@@ -82,6 +42,7 @@ def _summary(result: RackResult, as_json: bool) -> None:
                     {
                         "host": r.host,
                         "status": r.status,
+                        "result": _outcome(r),  # configured, deployed, failed or skipped
                         "reason": r.reason,
                         "attempts": r.attempts,
                         "phases": {k: round(v, 1) for k, v in r.phases.items()},
@@ -94,22 +55,54 @@ def _summary(result: RackResult, as_json: bool) -> None:
             }
         )
         return
-    table = Table(title="summary")
-    for col in ("host", "result", "reason", "attempts", "time (s)"):
-        table.add_column(col)
-    for r in result.results:
-        colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
-        total = sum(r.phases.values())
-        table.add_row(
-            r.host, f"[{colour}]{r.status}[/]", r.reason, str(r.attempts or ""), f"{total:.0f}" if total else ""
-        )
-    console.print(table)
-    console.print(
-        f"{len(result.ok)} ok, {len(result.failed)} failed, {len(result.skipped)} skipped "
-        f"(wave: {result.wave.summary})"
-    )
+    console.print(summary_table(result))
+    console.print(summary_line(result))
     if result.configure_log:
         console.print(f"site.yml log: {result.configure_log}")
+
+
+def _outcome(r: HostResult) -> str:
+    """The state a host reached, in the words `provision status` uses."""
+    if r.status == "ok":
+        return "configured" if r.reason == "configured" else "deployed"
+    return r.status
+
+
+def summary_table(result: RackResult) -> Table:
+    """One row per host: the state it reached, why, and how long it took."""
+    table = Table(title="summary")
+    table.add_column("host", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("tries", justify="right")
+    table.add_column("time", justify="right", no_wrap=True)
+    colours = {"configured": "green", "deployed": "green", "failed": "red", "skipped": "dim"}
+    for r in result.results:
+        outcome = _outcome(r)
+        reason = "" if r.reason in ("configured", "deployed") else r.reason
+        total = sum(r.phases.values())
+        table.add_row(
+            r.host,
+            f"[{colours.get(outcome, 'cyan')}]{outcome}[/]",
+            escape(reason),
+            str(r.attempts or ""),
+            f"{total:.0f}s" if total else "",
+        )
+    return table
+
+
+def summary_line(result: RackResult) -> str:
+    """e.g. "done: 2 hosts configured, 1 failed, 1 skipped (wave: ...)"."""
+    counts: dict[str, int] = {}
+    for r in result.results:
+        counts[_outcome(r)] = counts.get(_outcome(r), 0) + 1
+    order = ("configured", "deployed", "failed", "skipped")
+    parts = [f"{counts[k]} {k}" for k in order if counts.get(k)]
+    if parts:
+        first, _, word = parts[0].partition(" ")
+        parts[0] = f"{plural(int(first), 'host')} {word}"
+    verb = "failed" if result.failed else "done"
+    return f"{verb}: {', '.join(parts) or 'no hosts'} (wave: {result.wave.summary})"
 
 
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
@@ -139,7 +132,7 @@ def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool)
         )
         return
     verb = "re-image" if options.reimage else "deploy"
-    console.print(f"dry run: would {verb} {len(todo)} host(s), {wave.summary}")
+    console.print(f"dry run: would {verb} {plural(len(todo), 'host')}, {wave.summary}")
     for h in todo:
         console.print(f"  {verb}: {h.name}")
     for r in skipped:
@@ -155,26 +148,54 @@ def _run(
     command: str,
     as_json: bool,
     dry_run: bool = False,
+    events_to: str | None = None,
+    held: StateStore | None = None,
 ) -> None:
+    """Deploy ``hosts``; ``held`` is the site's store when the caller already holds its lock."""
     if dry_run:
         _dry_run(site, hosts, options, as_json)
         return
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
-    store = StateStore.for_site(site)
-    with store.orchestrator_lock(command):
+    store = held or StateStore.for_site(site)
+    with ExitStack() as stack:
+        if held is None:
+            stack.enter_context(store.orchestrator_lock(command))
+        view = _view([h.name for h in hosts], as_json)
+        extra = [JsonLinesSink(_events_stream(events_to, as_json, stack))] if events_to else []
+        stack.enter_context(events.sinks(view, *extra))
         runner = RackRunner(
-            site, store, backend, open_bmc=open_bmc, reporter=_reporter(hosts, as_json), options=options
+            site, store, backend, open_bmc=open_bmc, reporter=EventReporter(), options=options
         )
-        rep = runner.reporter
-        if isinstance(rep, LiveReporter):
-            with rep:
-                result = runner.run(hosts)
-        else:
+        with view:
             result = runner.run(hosts)
     _summary(result, as_json)
     if result.failed:
         exit_with(ExitCode.PARTIAL_FAILURE)
+
+
+def _events_stream(target: str, as_json: bool, stack: ExitStack) -> IO[str]:
+    """Where `--events` goes: a file (appended), or stdout for '-'."""
+    if target == "-":
+        if as_json:
+            raise InputError(
+                "--events - and --json would both write to stdout",
+                hint="give --events a file name, e.g. --events run.jsonl",
+            )
+        return sys.stdout
+    try:
+        return stack.enter_context(open(target, "a", encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot write events to {target}: {exc.strerror}") from exc
+
+
+def _view(hosts: list[str], as_json: bool) -> LiveView | PlainView:
+    """The live view on a terminal; plain lines otherwise (on stderr with --json)."""
+    if as_json:
+        return PlainView(err_console)
+    if console.is_terminal:
+        return LiveView(hosts, console)
+    return PlainView(console)
 
 
 class _QuietReporter:
@@ -183,12 +204,6 @@ class _QuietReporter:
 
     def finished(self, result: HostResult) -> None:
         pass
-
-
-def _reporter(hosts: list[Host], as_json: bool) -> LiveReporter | _QuietReporter:
-    if as_json:
-        return _QuietReporter()
-    return LiveReporter(hosts, live=console.is_terminal)
 
 
 PlaybookOption = typer.Option(
@@ -200,8 +215,24 @@ PlaybookOption = typer.Option(
 )
 
 
+EventsOption = typer.Option(
+    None,
+    "--events",
+    metavar="FILE|-",
+    help="Also write progress as JSON lines (one event per line) to FILE, or stdout for '-'.",
+)
+MaxParallelOption = typer.Option(
+    None,
+    "--max-parallel",
+    "-k",
+    min=1,
+    metavar="N",
+    help="Hosts installing at once (default: sized to the uplink and image streams).",
+)
+
+
 MethodOption = typer.Option(
-    None, "--method", "-m", help="image (write a disk image) or autoinstall (Ubuntu installer)."
+    None, "--method", "-m", metavar="image|autoinstall", help="image (write a disk image) or autoinstall (Ubuntu installer)."
 )
 
 
@@ -210,9 +241,7 @@ def rack(
     hosts: list[str] = typer.Argument(None, help="Host names or globs (default: every host)."),
     site: str | None = SiteOption,
     rack_name: str | None = typer.Option(None, "--rack", help="Only this rack."),
-    max_parallel: int | None = typer.Option(
-        None, "--max-parallel", "-k", min=1, help="Hosts installing at once (default: sized to the uplink)."
-    ),
+    max_parallel: int | None = MaxParallelOption,
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
     playbook: list[str] = PlaybookOption,
@@ -222,6 +251,7 @@ def rack(
     force: bool = typer.Option(False, "--force", help="Also deploy hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
+    events_to: str | None = EventsOption,
 ) -> None:
     """Install every (or the named) host of a rack: discover, PXE, install, boot, SSH, site.yml.
 
@@ -237,7 +267,7 @@ def rack(
         force=force,
         playbooks=_playbooks(playbook),
     )
-    _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run)
+    _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run, events_to)
 
 
 @handle_errors
@@ -246,7 +276,7 @@ def reimage(
     site: str | None = SiteOption,
     failed: bool = typer.Option(False, "--failed", help="Target every host in the failed state."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    max_parallel: int | None = typer.Option(None, "--max-parallel", "-k", min=1),
+    max_parallel: int | None = MaxParallelOption,
     method: str | None = MethodOption,
     skip_configure: bool = typer.Option(False, "--skip-configure", help="Do not run site.yml."),
     playbook: list[str] = PlaybookOption,
@@ -254,6 +284,7 @@ def reimage(
     force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
+    events_to: str | None = EventsOption,
 ) -> None:
     """Reinstall the named hosts (root disk only: data disks and ZFS pools are kept)."""
     s = load_site(site_name(site))
@@ -284,16 +315,6 @@ def reimage(
     if not selected:
         console.print("no host to re-image")
         return
-    if not dry_run:
-        # on stderr, so that --json keeps stdout machine-readable
-        err_console.print(
-            f"These {len(selected)} host(s) will have their root disk WIPED and reinstalled:"
-        )
-        for h in selected:
-            err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
-    if not yes and not dry_run:
-        # without a terminal (CI, cron) an unanswered prompt reads EOF and aborts: nothing is wiped
-        typer.confirm("Proceed?", abort=True)
     options = RackOptions(
         method=_method(method, s),
         max_parallel=max_parallel,
@@ -303,7 +324,44 @@ def reimage(
         force=force,
         playbooks=_playbooks(playbook),
     )
-    _run(s, selected, options, f"provision reimage --site {s.name}", as_json, dry_run)
+    command = f"provision reimage --site {s.name}"
+    if dry_run:
+        _run(s, selected, options, command, as_json, dry_run=True)
+        return
+    if not yes and not _can_ask():
+        # without a terminal (CI, cron) nobody can answer: say how to confirm, wipe nothing
+        raise InputError(
+            f"re-imaging {plural(len(selected), 'host')} wipes their root disks and needs "
+            "confirmation, but there is no terminal to ask on; nothing was done",
+            hint="pass --yes (-y) to confirm without a prompt",
+        )
+    store = StateStore.for_site(s)
+    # the lock first: a locked site is refused before anything is announced or asked
+    with store.orchestrator_lock(command):
+        # on stderr, so that --json keeps stdout machine-readable
+        err_console.print(
+            f"{plural(len(selected), 'host')} will have the root disk wiped and reinstalled "
+            "(data disks are kept):"
+        )
+        for h in selected:
+            err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
+        if not yes and not _confirm("Proceed?"):
+            err_console.print("nothing done: no host was touched")
+            return
+        _run(s, selected, options, command, as_json, events_to=events_to, held=store)
+
+
+def _can_ask() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no, end of input and Ctrl-C at the prompt (click aborts) mean no."""
+    try:
+        return bool(typer.confirm(question, default=False))
+    except (typer.Abort, EOFError):
+        return False
 
 
 def _playbooks(given: list[str] | None) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from provisioner.exceptions import ExitCode, ProvisionerError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def exit_with(code: ExitCode | int) -> None:

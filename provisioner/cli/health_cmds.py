@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode, NotReady
 from provisioner.health.bisect import bisect as run_bisect
 from provisioner.health.bisect import parse_groups, shell_runner
@@ -30,6 +32,7 @@ from provisioner.health.service import (
 from provisioner.health.ticket import render_text, work_order
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.wording import plural
 
 _VERDICT_COLOUR = {Verdict.GOLDEN: "bold green", Verdict.HEALTHY: "green",
                    Verdict.NEEDS_ATTENTION: "red"}
@@ -45,10 +48,15 @@ def report_document(rep: HostReport) -> dict[str, object]:
     }
 
 
-def _table(reports: list[HostReport], title: str) -> Table:
-    table = Table(title=title)
-    for col in ("host", "verdict", "remedy", "failing / warning checks", "streak"):
-        table.add_column(col)
+def _table(reports: list[HostReport], title: str, width: int = 80) -> Table:
+    cols = (
+        Col("host"),
+        Col("verdict"),
+        Col("remedy", priority=1),
+        Col("failing / warning checks", wrap=True),
+        Col("streak", priority=2, justify="right"),
+    )
+    rows = []
     for rep in reports:
         colour = _VERDICT_COLOUR[rep.verdict]
         bad = [f"[red]{r.id}[/]" if r.status in (Status.FAIL, Status.ERROR) else f"[yellow]{r.id}[/]"
@@ -56,9 +64,9 @@ def _table(reports: list[HostReport], title: str) -> Table:
         remedy = rep.remedy.kind.value if rep.verdict is Verdict.NEEDS_ATTENTION else ""
         if remedy and rep.remedy.part:
             remedy += f": {rep.remedy.part}"
-        table.add_row(rep.host, f"[{colour}]{rep.verdict.value}[/]", remedy, ", ".join(bad),
-                      str(rep.clean_streak))
-    return table
+        rows.append([rep.host, f"[{colour}]{rep.verdict.value}[/]", escape(dash(remedy)),
+                     ", ".join(bad) or "-", str(rep.clean_streak)])
+    return fit_table(title, cols, rows, width=width)
 
 
 def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
@@ -119,7 +127,8 @@ def health(
             err_console.print(f"skipped {name}: {why} (use --any-state to check it anyway)")
     else:
         if summary.reports:
-            console.print(_table(summary.reports, f"site {s.name}: health run {summary.run_id}"))
+            console.print(_table(summary.reports, f"site {s.name}: health run {summary.run_id}",
+                                 console.width))
         for rep in summary.needs_attention:
             for r in rep.failed:
                 part = f" [{r.remedy.part}]" if r.remedy.part else ""
@@ -147,6 +156,7 @@ def hosts_cmd(
         None, "--remedy", help="Only hosts whose last health run asks for this remedy."),
     names_only: bool = typer.Option(False, "--names", help="Print host names only, one a line."),
     as_json: bool = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """List hosts with their state and last health verdict (--golden: only the fit ones)."""
     s = load_site(site_name(site))
@@ -176,14 +186,19 @@ def hosts_cmd(
         for row in rows:
             typer.echo(row["host"])
         return
-    table = Table(title=f"site {s.name}: {len(rows)} hosts")
-    for col in ("host", "state", "verdict", "streak", "remedy", "incidents 30d", "reason"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*(str(row[k] if row[k] is not None else "") for k in
-                        ("host", "state", "verdict", "clean_streak", "remedy", "incidents_30d",
-                         "reason")))
-    console.print(table)
+    cols = (
+        Col("host"),
+        Col("state"),
+        Col("verdict", priority=1),
+        Col("streak", priority=3, justify="right"),
+        Col("remedy", priority=2),
+        Col("incidents 30d", priority=4, justify="right"),
+        Col("reason", priority=1, wrap=True),
+    )
+    keys = ("host", "state", "verdict", "clean_streak", "remedy", "incidents_30d", "reason")
+    cells = [[escape(dash(row[k])) for k in keys] for row in rows]
+    title = f"site {s.name}: {plural(len(rows), 'host')}"
+    print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
 
 @handle_errors

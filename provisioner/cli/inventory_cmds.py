@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors
+from provisioner.cli.errors import err_console, exit_with, handle_errors
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
+from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import load_site
 from provisioner.inventory.ansible_view import ansible_inventory
+from provisioner.wording import plural
 
 inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<site>/site.yml).")
 
@@ -18,14 +23,65 @@ inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<
 @inventory_app.command("check")
 @handle_errors
 def check(
-    site: str = typer.Argument(None, help="Site name, directory or file (default: the lab)."),
+    sites: list[str] = typer.Argument(
+        None, help="Site names, directories or files (default: the lab); each is checked."
+    ),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI)."
+    ),
 ) -> None:
-    """Validate a site file: schema, names, U positions, BMCs, networks, address plan."""
-    s = load_site(site_name(site))
-    console.print(
-        f"[green]ok[/]: site {s.name!r} ({s.path}): {len(s.racks)} racks, {len(s.hosts)} hosts, "
-        f"{len(s.networks)} networks, {len(s.profiles)} profiles"
+    """Validate site files: schema, names, U positions, BMCs, networks, address plan.
+
+    Every site named is checked, even after one fails; the exit code is the worst one.
+    """
+    results: list[tuple[str, ProvisionerError | None]] = []
+    for name in sites or [site_name(None)]:
+        try:
+            s = load_site(name)
+        except ProvisionerError as exc:
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+            results.append((name, exc))
+            continue
+        console.print(
+            f"[green]ok[/]: site {s.name!r} ({escape(str(s.path))}): "
+            f"{plural(len(s.racks), 'rack')}, {plural(len(s.hosts), 'host')}, "
+            f"{plural(len(s.networks), 'network')}, {plural(len(s.profiles), 'profile')}"
+        )
+        results.append((name, None))
+    if junit is not None:
+        write_text_atomic(junit, check_junit(results))
+    codes = [int(exc.exit_code) for _, exc in results if exc is not None]
+    if codes:
+        exit_with(max(codes))
+
+
+def check_junit(results: list[tuple[str, ProvisionerError | None]]) -> str:
+    """JUnit XML with one test case per site: a failure carries the error and its hint."""
+    failed = sum(exc is not None for _, exc in results)
+    root = ET.Element("testsuites", name="provision inventory check")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="provision inventory check",
+        tests=str(len(results)),
+        failures=str(failed),
+        errors="0",
     )
+    for name, exc in results:
+        case = ET.SubElement(suite, "testcase", classname="inventory", name=name)
+        if exc is not None:
+            el = ET.SubElement(case, "failure", message=str(exc).splitlines()[0], type="invalid")
+            el.text = str(exc)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file (a CI reader never sees half)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 @inventory_app.command("show")
@@ -35,6 +91,7 @@ def show(
     rack: str | None = typer.Option(None, "--rack", help="Only this rack."),
     as_json: bool = JsonOption,
     ansible: bool = typer.Option(False, "--ansible", help="Print the Ansible view (groups, vars)."),
+    wide: bool = WideOption,
 ) -> None:
     """List the hosts with their rack, U, profile, BMC and planned addresses."""
     s = load_site(site_name(site))
@@ -59,21 +116,31 @@ def show(
         print_json({"site": s.name, "hosts": rows})
         return
     nets = list(s.networks)
-    table = Table(title=f"site {s.name}: {len(hosts)} hosts")
-    for col in ("host", "rack", "U", "profile", "BMC", *nets, "prov. MAC"):
-        table.add_column(col)
+    cols = (
+        Col("host"),
+        Col("rack", priority=3),
+        Col("U", priority=3, justify="right"),
+        Col("profile", priority=4),
+        Col("BMC", priority=2),
+        *(Col(n, priority=1 if n == "provisioning" else 5) for n in nets),
+        Col("prov. MAC", priority=1),
+    )
+    cells: list[list[str]] = []
     for h in hosts:
         bmc = h.bmc.address + (f":{h.bmc.port}" if h.bmc.port else "") + f" ({h.bmc.vendor})"
-        table.add_row(
-            h.name,
-            h.rack,
-            str(h.u),
-            h.profile.name,
-            bmc,
-            *(str(h.addresses.get(n, "")) for n in nets),
-            h.provisioning_mac or "-",
+        cells.append(
+            [
+                h.name,
+                h.rack,
+                str(h.u),
+                escape(h.profile.name),
+                escape(bmc),
+                *(dash(h.addresses.get(n)) for n in nets),
+                dash(h.provisioning_mac),
+            ]
         )
-    console.print(table)
+    title = f"site {s.name}: {plural(len(hosts), 'host')}"
+    print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
 
 def register(app: typer.Typer) -> None:

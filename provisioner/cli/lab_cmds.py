@@ -7,21 +7,22 @@ from typing import Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from provisioner.cli.errors import exit_with, handle_errors, is_tty
+from provisioner.cli.errors import exit_with, handle_errors
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode
+from provisioner.wording import plural
 
 lab_app = typer.Typer(
     help="The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
     "(needs root). Its site is `lab`: `provision ... --site lab`.",
     no_args_is_help=True,
 )
-# Wide enough for the status table when piped (CI logs), as rich assumes 80 columns then.
-console = Console(highlight=False, width=None if is_tty() else 160)
+# Tables fit the terminal (80 columns when piped), dropping the least useful columns first.
+console = Console(highlight=False, emoji=False)
 
 
-def _print_status(st: object) -> None:
+def _print_status(st: object, wide: bool = False) -> None:
     from provisioner.lab.lab import LabStatus
 
     assert isinstance(st, LabStatus)
@@ -38,18 +39,29 @@ def _print_status(st: object) -> None:
     )
     console.print(f"  site: {st.site or 'not generated'}")
     if st.hosts:
-        table = Table("host", "VM", "power", "BMC", "answers", "provisioning MAC", "root disk")
-        for h in st.hosts:
-            table.add_row(
+        cols = (
+            Col("host"),
+            Col("VM", priority=3),
+            Col("power"),
+            Col("BMC", priority=2),
+            Col("answers", priority=1),
+            Col("provisioning MAC", priority=1),
+            Col("root disk", priority=3),
+        )
+        rows = [
+            [
                 h.name,
-                h.domain,
-                h.power,
-                h.bmc_url,
+                dash(h.domain),
+                dash(h.power),
+                dash(h.bmc_url),
                 "[green]yes[/]" if h.bmc_answers else "[red]no[/]",
-                h.provisioning_mac,
-                h.root_disk_serial,
-            )
-        console.print(table)
+                dash(h.provisioning_mac),
+                dash(h.root_disk_serial),
+            ]
+            for h in st.hosts
+        ]
+        table = fit_table(plural(len(rows), "host"), cols, rows, width=console.width, wide=wide)
+        print_table(console, table, wide=wide)
     bmcs = {h.bmc_pid for h in st.hosts}
     others = {pid: name for pid, name in st.netns_processes.items() if pid not in bmcs}
     if others:
@@ -79,7 +91,8 @@ def up_cmd(
         fw = firmware  # type: ignore[assignment]
     plan = resolve_plan(hosts=hosts, disks=disks, firmware=fw, memory_mib=memory)
     console.print(
-        f"bringing up lab {plan.netns!r}: {plan.hosts} hosts, {plan.disks} disks each, "
+        f"bringing up lab {plan.netns!r}: {plural(plan.hosts, 'host')}, "
+        f"{plural(plan.disks, 'disk')} each, "
         f"{plan.firmware} firmware (VMs stay powered off; their BMCs power them on)"
     )
     _print_status(up(plan))
@@ -88,27 +101,47 @@ def up_cmd(
 
 @lab_app.command("down")
 @handle_errors
-def down_cmd() -> None:
-    """Remove everything the lab made: VMs, disks, BMCs, processes, networks, files."""
+def down_cmd(
+    purge: bool = typer.Option(
+        False,
+        "--purge",
+        help="Also remove the lab site's state database and logs, and the lab OS image cache.",
+    ),
+) -> None:
+    """Remove what the lab made: VMs, disks, BMCs, processes, networks, the generated site.
+
+    The lab site's state database and logs, and the built lab OS image, are kept (the next
+    `provision rack` reuses the image); --purge removes them too, and nothing of other sites.
+    """
     from provisioner.lab.lab import down
 
-    report = down()
+    report = down(purge=purge)
     if report.nothing:
         console.print("lab down: nothing to remove")
-        return
-    console.print(
-        f"lab down: removed {len(report.domains)} VMs, "
-        f"{'the disk pool, ' if report.pool else ''}{len(report.killed_pids)} processes, "
-        f"{'the namespace, ' if report.netns else ''}{len(report.links)} links, "
-        f"{len(report.files)} files"
-        + (f"; stopped {', '.join(report.daemons)}" if report.daemons else "")
-    )
+    else:
+        removed = [
+            plural(len(report.domains), "VM"),
+            *(["the disk pool"] if report.pool else []),
+            plural(len(report.killed_pids), "process", "processes"),
+            *(["the namespace"] if report.netns else []),
+            plural(len(report.links), "link"),
+            plural(len(report.files), "file"),
+        ]
+        stopped = f"; stopped {', '.join(report.daemons)}" if report.daemons else ""
+        console.print(f"lab down: removed {', '.join(removed)}{stopped}", markup=False)
+    for line in report.purged:
+        console.print(f"  purged {line}", markup=False)
+    if report.kept:
+        console.print("kept (`provision lab down --purge` removes them):")
+        for line in report.kept:
+            console.print(f"  {line}", markup=False)
 
 
 @lab_app.command("status")
 @handle_errors
 def status_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    wide: bool = WideOption,
 ) -> None:
     """Show what runs: namespace, VMs with power state, BMCs answering. Exit 5 unless up."""
     from provisioner.lab.lab import status
@@ -117,7 +150,7 @@ def status_cmd(
     if as_json:
         typer.echo(json.dumps(st.to_dict(), indent=2))
     else:
-        _print_status(st)
+        _print_status(st, wide)
     if not st.up:
         exit_with(ExitCode.NOT_READY)
 

@@ -7,6 +7,9 @@ import importlib
 import typer
 
 from provisioner import __version__
+from provisioner.cli import help_style
+
+help_style.install()  # --help shows metavars (SITE, N), not <bool>/<str>, whatever is loaded
 
 app = typer.Typer(
     name="provision",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors
+from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.wording import plural
 
 
 @handle_errors
@@ -16,6 +19,7 @@ def status(
     hosts: list[str] = typer.Argument(None, help="Host names or globs (default: all)."),
     site: str | None = SiteOption,
     as_json: bool = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """Show each host's state, its reason and last error."""
     s = load_site(site_name(site))
@@ -39,17 +43,29 @@ def status(
             ]
         )
         return
-    table = Table(title=f"site {s.name}: {len(rows)} hosts")
-    for col in ("host", "state", "reason", "last error", "updated"):
-        table.add_column(col)
     colours = {NodeState.FAILED: "red", NodeState.MAINTENANCE: "yellow"}
+    cells = []
     for r in rows:
         colour = colours.get(r.state, "green" if r.state != NodeState.ENROLLED else "")
         state = f"[{colour}]{r.state.value}[/]" if colour else r.state.value
-        table.add_row(
-            r.name, state, r.reason, r.last_error or "", r.updated_at.strftime("%Y-%m-%d %H:%M:%S")
+        cells.append(
+            [
+                r.name,
+                state,
+                escape(dash(r.reason)),
+                escape(dash(r.last_error)),
+                r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+            ]
         )
-    console.print(table)
+    cols = (
+        Col("host"),
+        Col("state"),
+        Col("reason", wrap=True),
+        Col("last error", priority=2, wrap=True),
+        Col("updated", priority=1),
+    )
+    title = f"site {s.name}: {plural(len(rows), 'host')}"
+    print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
 
 @handle_errors
@@ -80,7 +96,7 @@ def history(
             ]
         )
         return
-    table = Table(title=f"{host}: last {len(events)} events")
+    table = Table(title=f"{host}: last {plural(len(events), 'event')}")
     for col in ("time (UTC)", "kind", "change", "message"):
         table.add_column(col)
     for e in events:

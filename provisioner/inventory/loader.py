@@ -17,6 +17,7 @@ from provisioner.inventory.addressing import PlanError, build_pool, slot_of, sma
 from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
 from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec
 from provisioner.inventory.yamlsrc import LineMap, load_yaml
+from provisioner.wording import keys_at, suggest
 
 SITE_FILE_NAMES = ("site.yml", "site.yaml")
 
@@ -47,11 +48,31 @@ def find_site_file(site: str | Path, inventory_dir: Path | None = None) -> Path:
         for fname in SITE_FILE_NAMES:
             if (d / fname).is_file():
                 return d / fname
-    looked = ", ".join(str(d) for d in dirs) or str(candidate)
+    # the working directory's inventory/ is often the checkout's own: name each place once
+    unique = list(dict.fromkeys(str(d.resolve()) for d in dirs))
+    looked = ", ".join(unique) or str(candidate)
     hint = "create inventory/<site>/site.yml (see inventory/example/site.yml)"
     if str(site) == "lab":
         hint = "run `provision lab up` to create the virtual lab and its site"
+    elif os.sep not in str(site):
+        known = known_sites(inventory_dir)
+        guess = suggest(str(site), known)
+        if guess:
+            hint = f"did you mean {guess!r}? (sites: {', '.join(known)})"
+        elif known:
+            hint = f"sites: {', '.join(known)}; or " + hint
     raise InventoryError(f"site {str(site)!r} not found (looked in {looked})", hint=hint)
+
+
+def known_sites(inventory_dir: Path | None = None) -> list[str]:
+    """The names of the sites found in the inventory directories."""
+    names: set[str] = set()
+    for root in [inventory_dir] if inventory_dir else inventory_roots():
+        if root.is_dir():
+            for d in root.iterdir():
+                if any((d / f).is_file() for f in SITE_FILE_NAMES):
+                    names.add(d.name)
+    return sorted(names)
 
 
 def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
@@ -74,7 +95,12 @@ def _validation_error(exc: ValidationError, lines: LineMap) -> InventoryError:
     hint = None
     if first["type"] == "extra_forbidden":
         msg = f"unknown key {loc[-1]!r}"
-        hint = "check its spelling against docs/inventory.md"
+        allowed = keys_at(SiteSpec, loc[:-1])
+        guess = suggest(str(loc[-1]), allowed) if allowed else None
+        hint = (f"did you mean {guess!r}? " if guess else "") + (
+            f"allowed here: {', '.join(allowed)}" if allowed else "check its spelling"
+        )
+        hint += " (docs/inventory.md)"
     elif first["type"] == "missing":
         msg = f"missing required key {loc[-1]!r}"
     more = len(exc.errors()) - 1

@@ -18,6 +18,7 @@ from provisioner.inventory.spec import (
     RootDiskHint,
     Settings,
 )
+from provisioner.wording import suggest
 
 __all__ = [
     "BMCRef",
@@ -138,8 +139,14 @@ class Site:
                 return h
         raise InputError(
             f"no host {name!r} in site {self.name!r}",
-            hint=f"`provision inventory show --site {self.name}` lists the hosts",
+            hint=self._host_hint(name),
         )
+
+    def _host_hint(self, name: str) -> str:
+        """A did-you-mean for a mistyped host name, else where the host list is."""
+        listing = f"`provision inventory show --site {self.name}` lists the hosts"
+        guess = suggest(name, (h.name for h in self.hosts))
+        return f"did you mean {guess!r}? ({listing})" if guess else listing
 
     def select(self, names: Sequence[str] | None = None, rack: str | None = None) -> list[Host]:
         """Hosts matching names or globs (all when none), optionally within one rack."""
@@ -148,7 +155,13 @@ class Site:
             if rack not in {r.name for r in self.racks}:
                 raise InputError(
                     f"no rack {rack!r} in site {self.name!r}",
-                    hint="racks: " + ", ".join(r.name for r in self.racks),
+                    hint=(
+                        f"did you mean {guess!r}? "
+                        if (guess := suggest(rack, (r.name for r in self.racks)))
+                        else ""
+                    )
+                    + "racks: "
+                    + ", ".join(r.name for r in self.racks),
                 )
             hosts = [h for h in hosts if h.rack == rack]
         if not names:
@@ -160,7 +173,7 @@ class Site:
                 raise InputError(
                     f"no host matches {pattern!r} in site {self.name!r}"
                     + (f" rack {rack!r}" if rack else ""),
-                    hint=f"`provision inventory show --site {self.name}` lists the hosts",
+                    hint=self._host_hint(pattern),
                 )
             for h in matched:
                 chosen[h.name] = h

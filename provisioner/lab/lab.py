@@ -19,6 +19,8 @@ from provisioner.exceptions import InputError, NotReady, SiteLocked
 from provisioner.lab import aptproxy, bmc, daemons, network, pki, sitegen, vms
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
+from provisioner.lab.purge import describe, leftovers
+from provisioner.lab.purge import purge as purge_leftovers
 from provisioner.state.states import NodeState
 from provisioner.state.store import StateStore
 
@@ -336,11 +338,14 @@ class DownReport:
     links: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     daemons: list[str] = field(default_factory=list)
+    purged: list[str] = field(default_factory=list)  # with --purge: state, logs, image cache
+    kept: list[str] = field(default_factory=list)  # without: what stays, one line per kind
 
     @property
     def nothing(self) -> bool:
         return not (
-            self.domains
+            self.purged
+            or self.domains
             or self.pool
             or self.killed_pids
             or self.netns
@@ -375,16 +380,22 @@ def _processes_using(path: Path) -> list[int]:
     return pids
 
 
-def down(plan: LabPlan | None = None) -> DownReport:
+def down(plan: LabPlan | None = None, *, purge: bool = False) -> DownReport:
     """Remove every VM, disk, BMC, process, link, namespace and file of the lab.
 
     Works from the manifest when there is one and by naming convention otherwise, so it also
-    cleans up after a crashed or interrupted `lab up`.
+    cleans up after a crashed or interrupted `lab up`. The lab site's state database and logs
+    and the lab OS image cache stay unless ``purge`` (see lab/purge.py).
     """
     plan = plan or _knobs_plan()
     daemons.require_tools()
     with lab_lock(plan):
-        return _down(plan)
+        report = _down(plan)
+        if purge:
+            report.purged = describe(purge_leftovers(plan))
+        else:
+            report.kept = describe(leftovers(plan))
+        return report
 
 
 def _down(plan: LabPlan) -> DownReport:

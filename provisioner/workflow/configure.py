@@ -15,9 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.events import Event, emit
 from provisioner.exceptions import NotReady
 from provisioner.inventory.loader import load_site
 from provisioner.inventory.model import Site
+from provisioner.workflow.ansible_lines import parse_line
+from provisioner.workflow.ansible_logs import HostLogSplitter, host_log_dir
 
 CONNECT_TIMEOUT_S = 60
 
@@ -218,9 +221,92 @@ def run_playbook(
     # Hosts seconds out of their first boot answer slowly (sudo took over Ansible's default
     # 10 s on a fresh lab VM while cloud-init was finishing): allow a minute unless told.
     env.setdefault("ANSIBLE_TIMEOUT", str(CONNECT_TIMEOUT_S))
-    res = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
-    output = notes + res.stdout + res.stderr
+    # line by line into the log as it comes, not in blocks when a pipe buffer fills
+    env["PYTHONUNBUFFERED"] = "1"
+    # the recap and the progress are read from the default callback's lines: a callback set in
+    # the caller's environment (json, yaml...) would leave both blind
+    env["ANSIBLE_STDOUT_CALLBACK"] = "default"
+    code, output = stream_command(argv, cwd=root, env=env, log_file=log_file, preamble=notes)
+    return code, parse_recap(output), output
+
+
+def stream_command(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_file: Path | None,
+    preamble: str = "",
+) -> tuple[int, str]:
+    """Run ansible-playbook (or alike), writing each output line to ``log_file`` as it comes
+    and emitting progress events for plays, tasks and per-host results; return (exit, output)."""
+    lines: list[str] = [preamble] if preamble else []
+    log = None
+    split = None
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        log_file.write_text(output)
-    return res.returncode, parse_recap(res.stdout), output
+        log = log_file.open("w", encoding="utf-8")
+        split = HostLogSplitter(log_file)
+        emit(
+            Event(
+                "log",
+                "ansible-playbook output",
+                data={"path": str(log_file), "hosts_dir": str(host_log_dir(log_file))},
+            )
+        )
+        log.write(preamble)
+        log.flush()
+    task = ""
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            bufsize=1,
+        )
+        assert proc.stdout is not None
+        with proc:
+            for line in proc.stdout:
+                lines.append(line)
+                if log is not None:
+                    log.write(line)
+                    log.flush()
+                if split is not None:
+                    split.feed(line)
+                task = _emit_line(line, task)
+            code = proc.wait()
+    finally:
+        if log is not None:
+            log.close()
+    return code, "".join(lines)
+
+
+def _emit_line(line: str, task: str) -> str:
+    """Emit the event one output line carries; return the task now running."""
+    parsed = parse_line(line)
+    if parsed is None:
+        return task
+    if parsed.kind == "play":
+        emit(Event("stage", f"play: {parsed.name}", phase="configure"))
+    elif parsed.kind == "task":
+        emit(Event("task", parsed.name, phase="configure"))
+        return parsed.name
+    elif parsed.kind == "result":
+        emit(
+            Event(
+                "result",
+                task,
+                host=parsed.host,
+                phase="configure",
+                data={"status": parsed.status},
+            )
+        )
+    elif parsed.kind == "recap":
+        emit(Event("stage", "play recap", phase="configure"))
+        return ""
+    return task

@@ -21,9 +21,12 @@ from typing import Any, Literal, Protocol
 
 from provisioner.bmc.base import BMC, HostFacts
 from provisioner.deploy.base import DeployBackend, DeployMethod, DeployRequest
+from provisioner.events import Event, emit
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
 from provisioner.state import DONE_STATES, NodeState, StateStore
+from provisioner.wording import plural
+from provisioner.workflow.ansible_logs import host_log
 from provisioner.workflow.configure import run_playbook
 from provisioner.workflow.ssh import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
@@ -171,6 +174,17 @@ class RackRunner:
         for r in skipped:
             self.reporter.finished(r)
         wave = self.wave_plan(len(todo))
+        emit(
+            Event(
+                "run",
+                f"{plural(len(todo), 'host')} to install, {wave.summary}",
+                data={
+                    "hosts": [h.name for h in todo],
+                    "skipped": [r.host for r in skipped],
+                    "configure": self.options.configure,
+                },
+            )
+        )
         results: list[HostResult] = list(skipped)
         if not todo:
             return RackResult(wave, results)
@@ -275,7 +289,13 @@ class RackRunner:
             )
             self._progress(host.name, "failed", result.reason)
         else:
-            self._progress(host.name, "done", "deployed")
+            # the host's run is over only when no playbook follows: "done" is said once, at the end
+            follows = self.options.configure
+            self._progress(
+                host.name,
+                "deployed" if follows else "done",
+                "installed, SSH answers" + ("; site.yml follows" if follows else ""),
+            )
         return result
 
     def _discover(self, req: DeployRequest, result: HostResult) -> BMC | None:
@@ -365,6 +385,8 @@ class RackRunner:
             recap = recaps.get(r.host)
             if recap is not None and recap.success:
                 self.store.transition(r.host, NodeState.CONFIGURED, reason="site.yml applied")
+                r.reason = "configured"
+                self._progress(r.host, "done", "configured")
                 continue
             why = (
                 f"{' '.join(self.options.playbooks)} failed (failed={recap.failed}, unreachable={recap.unreachable})"
@@ -372,8 +394,10 @@ class RackRunner:
                 else f"the playbook did not reach the host (exit {code})"
             )
             r.status = "failed"
-            r.reason = f"{why}; log: {log}"
+            own = host_log(log, r.host)
+            r.reason = f"{why}; log: {own if own.exists() else log}"
             self.store.transition(
                 r.host, NodeState.FAILED, reason="configure failed", error=r.reason
             )
+            self._progress(r.host, "failed", r.reason)
         return log

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -19,6 +20,7 @@ import requests
 
 from provisioner.deploy.images.cache import build_slot, mark_done, read_manifest, sha256_file
 from provisioner.deploy.images.commands import run
+from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError, InputError
 from provisioner.inventory.spec import ImageSettings
 
@@ -44,13 +46,21 @@ def lab_image() -> ServedImage:
 def _fetch(url: str, dest: Path, expected: str) -> None:
     parsed = urlparse(url)
     h = hashlib.sha256()
+    emit(Event("stage", f"fetching the OS image {url}"))
     if parsed.scheme in ("http", "https"):
         try:
             with requests.get(url, stream=True, timeout=30) as r, dest.open("wb") as f:
                 r.raise_for_status()
+                total = int(r.headers["Content-Length"]) if "Content-Length" in r.headers else None
+                done, said = 0, time.monotonic()
                 for chunk in r.iter_content(4 << 20):
                     h.update(chunk)
                     f.write(chunk)
+                    done += len(chunk)
+                    if time.monotonic() - said >= 1.0:  # the download's own progress line
+                        said = time.monotonic()
+                        of = f" of {total >> 20}" if total else ""
+                        emit(Event("output", f"{done >> 20}{of} MiB", data={"stage": url}))
         except requests.RequestException as exc:
             raise DeployError(
                 f"cannot download the OS image {url}: {exc}",
@@ -85,10 +95,13 @@ def prepare_image(image: ImageSettings | None) -> ServedImage:
         )
     key = f"{image.sha256.lower()[:32]}-{image.format}"
     with build_slot("served-images", key) as (out, done):
-        if not done:
+        if done:
+            emit(Event("stage", f"OS image: cached in {out}"))
+        else:
             fetched = out / f"download.{image.format}"
             _fetch(image.url, fetched, image.sha256)
             raw = out / "disk.raw"
+            emit(Event("stage", "checked the OS image's sha256"))
             if image.format == "qcow2":
                 run(
                     ["qemu-img", "convert", "-f", "qcow2", "-O", "raw", fetched, raw],

@@ -29,6 +29,7 @@ from werkzeug.wsgi import ClosingIterator
 from provisioner.deploy.embedded import ipxe
 from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.sessions import CallbackRefused, HostSession
+from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
 
 log = logging.getLogger("provisioner.deploy.http")
@@ -165,6 +166,13 @@ class DeployServer:
         except BaseException:
             release()
             raise
+        # bytes sent, for the progress view: only for a host being deployed (the ?host= of
+        # the image URL handed to it)
+        host = request.args.get("host")
+        with self._lock:
+            known = host is not None and host in self._by_host
+        if known and host is not None:
+            body = counted(body, host, response.content_length)
         # werkzeug's server closes the iterator when the body is sent and when the client
         # drops mid-stream (a write error): either way the stream goes back to the gate
         return ClosingIterator(body, [release])

@@ -8,7 +8,18 @@ import json
 import sys
 
 from provisioner.deploy.images.builder import ImageRecipe, build_lab_image
+from provisioner.events import Event, sinks
 from provisioner.exceptions import ProvisionerError
+
+
+class _Stages:
+    """Prints each build stage on stderr as it starts (stdout keeps the JSON)."""
+
+    def emit(self, event: Event) -> None:
+        if event.kind == "stage":
+            step = event.data.get("step")
+            of = f"[{step}/{event.data['steps']}] " if step is not None else ""
+            print(f"image: {of}{event.message}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("raw", "qcow2"), default="raw")
     args = parser.parse_args(argv)
     try:
-        img = build_lab_image(ImageRecipe(format=args.format))
+        with sinks(_Stages()):
+            img = build_lab_image(ImageRecipe(format=args.format))
     except ProvisionerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

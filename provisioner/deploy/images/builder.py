@@ -23,6 +23,7 @@ from provisioner.deploy.images.cache import (
     sha256_file,
 )
 from provisioner.deploy.images.commands import require_tools, run
+from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError
 
 BUILDER_VERSION = "7"
@@ -229,7 +230,23 @@ def build_lab_image(recipe: ImageRecipe | None = None) -> BuiltImage:
                 "sfdisk",
                 str(SYSTEMD_BOOT),
             )
+            emit(
+                Event(
+                    "stage",
+                    f"building the lab OS image (once; cached in {out})",
+                    data={"image": "lab", "step": 0, "steps": BUILD_STEPS},
+                )
+            )
             _build(recipe, out)
+            emit(
+                Event(
+                    "stage",
+                    "lab OS image built",
+                    data={"image": "lab", "step": BUILD_STEPS, "steps": BUILD_STEPS},
+                )
+            )
+        else:
+            emit(Event("stage", f"lab OS image: cached in {out}", data={"image": "lab"}))
         m = read_manifest(out)
     return BuiltImage(
         path=out / m["file"],
@@ -241,7 +258,16 @@ def build_lab_image(recipe: ImageRecipe | None = None) -> BuiltImage:
     )
 
 
+BUILD_STEPS = 5
+
+
+def _step(n: int, what: str) -> None:
+    """Announce build step ``n`` of BUILD_STEPS (the view shows it as a bar)."""
+    emit(Event("stage", what, data={"image": "lab", "step": n, "steps": BUILD_STEPS}))
+
+
 def _build(recipe: ImageRecipe, out: Path) -> None:
+    _step(1, f"debootstrap {recipe.suite} ({len(recipe.packages)} packages)")
     work = out / "work"
     root = work / "rootfs"
     work.mkdir()
@@ -257,17 +283,21 @@ def _build(recipe: ImageRecipe, out: Path) -> None:
         what=f"debootstrap {recipe.suite} from {recipe.mirror}",
         timeout=1500,
     )
+    _step(2, "configuring the tree for first boot")
     root_uuid = str(uuid.uuid4())
     kver = _chroot_setup(root, root_uuid)
     used_kb = int(run(["du", "-sk", "--apparent-size", root], what="sizing the root fs").split()[0])
     size_mb = used_kb * 11 // 10 // 1024 + recipe.free_mb
     rootfs = work / "root.ext4"
+    _step(3, "making the root filesystem")
     run(
         ["mkfs.ext4", "-q", "-L", "provroot", "-U", root_uuid, "-d", root, rootfs, f"{size_mb}M"],
         what="making the root filesystem",
     )
+    _step(4, "making the boot partition")
     boot = _boot_partition(root, kver, root_uuid, work)
     raw = out / "disk.raw"
+    _step(5, "assembling the disk image")
     _assemble(boot, rootfs, raw)
     final = raw
     if recipe.format == "qcow2":

@@ -25,6 +25,7 @@ from provisioner.deploy.images.cache import (
     sha256_file,
 )
 from provisioner.deploy.images.commands import require_tools, run
+from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError
 
 BUILDER_VERSION = "3"  # 3: deploy.sh retries a busy (503) image stream
@@ -102,7 +103,10 @@ def build_ramdisk(flavour: str = "cloud-amd64") -> Ramdisk:
     )
     with build_slot("ramdisk", key) as (out, done):
         if not done:
+            emit(Event("stage", f"building the deploy ramdisk ({pkg} {version}; once, cached)"))
             _build(pkg, out)
+        else:
+            emit(Event("stage", f"deploy ramdisk: cached in {out}"))
         m = read_manifest(out)
     return Ramdisk(
         kernel=out / "vmlinuz",

@@ -14,19 +14,29 @@ hint is changed to a serial no disk has. Checked:
 - host03 ends `failed` with the reason while the others finish;
 - a marker on a data disk of host01 survives `provision reimage lab-host01`;
 - during that re-image, host03 (not targeted) PXE-boots and never gets a DHCP offer (dnsmasq log);
-- host02 is not touched by the re-image (same boot id).
+- host02 is not touched by the re-image (same boot id);
+- `provision rack` on a pseudo-terminal shows live progress: the image step before any host
+  PXE-boots, the site.yml log's path when it opens (the file grows while the playbook runs),
+  Ansible's tasks while they run, and "done" only after site.yml.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import termios
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -153,17 +163,17 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 def test_rack_then_reimage(lab: Lab) -> None:
     # -- provision rack: two hosts deploy, the third fails with its reason -------------------
-    # no --playbook: the whole of site.yml, as `provision rack` runs it on a real rack
-    res = lab.provision(
-        "rack", "lab-host01", "lab-host02", "lab-host03", "--json", check=False,
-    )  # fmt: skip
-    assert res.returncode == 3, f"{res.stdout}\n{res.stderr}"
-    summary = json.loads(res.stdout)
-    by_host = {h["host"]: h for h in summary["hosts"]}
-    assert by_host["lab-host01"]["status"] == "ok", by_host
-    assert by_host["lab-host02"]["status"] == "ok", by_host
-    assert by_host["lab-host03"]["status"] == "failed"
-    assert BAD_SERIAL in by_host["lab-host03"]["reason"]
+    # no --playbook: the whole of site.yml, as `provision rack` runs it on a real rack; run on a
+    # pseudo-terminal like a person would, so the live progress view is what it prints
+    run = _rack_under_pty(lab, "lab-host01", "lab-host02", "lab-host03")
+    assert run.returncode == 3, run.text
+    by_host = {e["host"]: e for e in run.events if e["kind"] == "done"}
+    assert by_host["lab-host01"]["data"]["status"] == "ok", by_host
+    assert by_host["lab-host02"]["data"]["status"] == "ok", by_host
+    assert by_host["lab-host01"]["message"] == "configured"
+    assert by_host["lab-host03"]["data"]["status"] == "failed"
+    assert BAD_SERIAL in by_host["lab-host03"]["message"]
+    _assert_progress_was_live(run)
 
     states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
     assert states["lab-host01"]["state"] == "configured"
@@ -250,6 +260,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
             reimage.kill()
     assert reimage.returncode == 0, out + err
     assert json.loads(out)["hosts"][0]["status"] == "ok"
+    assert json.loads(out)["hosts"][0]["result"] == "deployed"  # --skip-configure: not configured
 
     text = log.read_text()[offset:] if log else ""
     host03_mac = _mac_of(lab, "lab-host03")
@@ -271,6 +282,117 @@ def test_rack_then_reimage(lab: Lab) -> None:
     # -- a second rack run changes nothing -----------------------------------------------------
     again = lab.provision("rack", "lab-host01", "lab-host02", "--skip-configure", "--json")
     assert {h["status"] for h in json.loads(again.stdout)["hosts"]} == {"skipped"}
+
+
+@dataclass
+class PtyRun:
+    """What `provision rack` printed on a pseudo-terminal, with when, and its site.yml log."""
+
+    returncode: int
+    chunks: list[tuple[float, str]]  # (monotonic time, text without terminal control codes)
+    log_sizes: list[tuple[float, int]]  # (monotonic time, size of the site.yml log) while it ran
+    log: Path | None
+    ended: float
+    events: list[dict]
+
+    @property
+    def text(self) -> str:
+        return "".join(c for _, c in self.chunks)
+
+    def first(self, needle: str) -> float | None:
+        """When ``needle`` first appeared on the terminal (None: never)."""
+        seen = ""
+        for t, chunk in self.chunks:
+            seen += chunk
+            if needle in seen:
+                return t
+        return None
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def _rack_under_pty(lab: Lab, *hosts: str) -> PtyRun:
+    """Run `provision rack` on a pseudo-terminal (200x50) while sampling its site.yml log."""
+    events_file = lab.tmp / f"rack-events-{time.monotonic_ns()}.jsonl"
+    logs_dir = Path(lab.env["PROVISIONER_STATE_DIR"]) / "lab-logs"
+    before = set(logs_dir.glob("site-*.log")) if logs_dir.is_dir() else set()
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    proc = subprocess.Popen(
+        [str(BIN / "provision"), "rack", *hosts, "--events", str(events_file)],
+        env={**lab.env, "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "50"},
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
+    os.close(slave)
+    chunks: list[tuple[float, str]] = []
+    sizes: list[tuple[float, int]] = []
+    log: Path | None = None
+    deadline = time.monotonic() + 3600
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    data = b""
+                if not data and proc.poll() is not None:
+                    break
+                if data:
+                    chunks.append((time.monotonic(), ANSI.sub("", data.decode(errors="replace"))))
+            if log is None and logs_dir.is_dir():
+                new = sorted(set(logs_dir.glob("site-*.log")) - before)
+                log = new[0] if new else None
+            if log is not None and proc.poll() is None:
+                sizes.append((time.monotonic(), log.stat().st_size))
+            if proc.poll() is not None and not ready:
+                break
+        else:
+            pytest.fail("provision rack did not finish within an hour")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    ended = time.monotonic()
+    returncode = proc.wait(timeout=60)
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    return PtyRun(returncode, chunks, sizes, log, ended, events)
+
+
+def _assert_progress_was_live(run: PtyRun) -> None:
+    text = run.text
+    # the image step shows (built with its numbered stages, or found in the cache) before any
+    # host is powered on for PXE
+    image = run.first("lab OS image")
+    pxe = run.first("one-time PXE boot")
+    assert image is not None and pxe is not None and image < pxe, text[-4000:]
+    stages = [e for e in run.events if e["kind"] == "stage" and e.get("data", {}).get("image")]
+    built = [e for e in stages if "step" in e.get("data", {})]
+    if built:  # a fresh cache: every build step was on the terminal while the build ran
+        for e in built:
+            assert e["message"][:30] in text, e
+    # the site.yml log: its path is printed when it opens, it grows while the playbook runs
+    assert run.log is not None, "no site.yml log appeared under the state dir while rack ran"
+    shown = run.first(f"log: {run.log}")
+    assert shown is not None and shown < run.ended, text[-4000:]
+    growing = [s for t, s in run.log_sizes]
+    assert len(growing) >= 2 and growing[0] < growing[-1], run.log_sizes[:5]
+    assert max(growing) <= run.log.stat().st_size
+    # Ansible's tasks appear on the terminal while site.yml runs, not only in the summary
+    tasks = [e["message"] for e in run.events if e["kind"] == "task"]
+    assert "Gathering Facts" in tasks, tasks[:10]
+    last_sample = run.log_sizes[-1][0]
+    live = [t for t in set(tasks) if (seen := run.first(t[:25])) is not None and seen < last_sample]
+    assert live, f"no Ansible task was on the terminal while site.yml ran: {tasks[:10]}"
+    # the summary says what state the hosts reached, and "done" is not said before site.yml
+    done_at = [e["ts"] for e in run.events if e["kind"] == "phase" and e["phase"] == "done"]
+    configure_at = [e["ts"] for e in run.events if e["kind"] == "phase" and e["phase"] == "configure"]
+    assert done_at and configure_at and min(done_at) > min(configure_at)
+    assert "configured" in text
 
 
 def _mac_of(lab: Lab, host: str) -> str:

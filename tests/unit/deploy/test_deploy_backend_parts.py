@@ -168,13 +168,19 @@ def test_image_build_entry_point(
     seen: list[ImageRecipe] = []
 
     def fake(recipe: ImageRecipe) -> BuiltImage:
+        from provisioner.events import Event, emit
+
         seen.append(recipe)
+        emit(Event("stage", "debootstrap bookworm", data={"image": "lab", "step": 1, "steps": 5}))
+        emit(Event("output", "I: Retrieving InRelease"))  # tool chatter stays off the terminal
         return BuiltImage(Path("/c/disk.qcow2"), "qcow2", "ab" * 32, 123, 2, "6.1.0-9")
 
     monkeypatch.setattr(entry, "build_lab_image", fake)
     assert entry.main(["--format", "qcow2"]) == 0
     assert seen[0].format == "qcow2"
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.err == "image: [1/5] debootstrap bookworm\n"  # the stages, on stderr
+    out = json.loads(captured.out)
     assert out == {
         "url": "/c/disk.qcow2",
         "format": "qcow2",

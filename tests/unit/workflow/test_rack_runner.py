@@ -196,10 +196,10 @@ def test_cli_reimage_needs_hosts_or_failed(tmp_path: Path, monkeypatch: pytest.M
     res = CliRunner().invoke(app, ["reimage", "--site", "example"])
     assert res.exit_code == ExitCode.BAD_INPUT
     assert "name the hosts to re-image" in res.output
-    # without --yes and without a terminal answering, nothing is wiped
+    # without --yes and without a terminal to answer on, nothing is wiped (see test_cli_prompts)
     res = CliRunner().invoke(app, ["reimage", "--site", "example", "gpu-r01-u03"], input="n\n")
-    assert res.exit_code != 0
-    assert "WIPED" in res.output
+    assert res.exit_code == ExitCode.BAD_INPUT
+    assert "nothing was done" in res.output and "--yes" in res.output
 
 
 def test_reimage_failed_takes_only_hosts_a_reimage_fixes(
@@ -248,22 +248,23 @@ def test_cli_playbook_option_is_checked(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
+    import sys
 
     from provisioner.workflow import configure
 
-    seen: list[list[str]] = []
-
-    def fake_run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-        seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, "PLAY RECAP\nh1 : ok=3 changed=1 unreachable=0 failed=0\n", "")
-
-    monkeypatch.setattr(configure.subprocess, "run", fake_run)
-    code, recaps, _ = configure.run_playbook(
+    # a stand-in ansible-playbook that prints its arguments and a recap
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\nprint(*sys.argv[1:], sep='\\n')\n"
+        "print('PLAY RECAP')\nprint('h1 : ok=3 changed=1 unreachable=0 failed=0')\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    code, recaps, out = configure.run_playbook(
         EXAMPLE, ["h1"], playbook=("playbooks/base.yml", "playbooks/monitoring.yml"), pin_keys=False
     )
     assert code == 0 and recaps["h1"].success
-    books = [a for a in seen[0] if a.endswith(".yml")]
+    books = [a for a in out.splitlines() if a.endswith(".yml")]
     assert [Path(b).name for b in books] == ["base.yml", "monitoring.yml"]
 
 
@@ -310,3 +311,52 @@ def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path)
     assert plan.streams == streams and plan.size >= min(len(hosts), streams)
     # the ungated test backend keeps the old rule: hosts at once = streams
     assert runner(site, tmp_path, ScriptedBackend()).wave_plan(len(hosts)).streams is None
+
+
+def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from provisioner import events
+    from provisioner.events import ListSink
+    from provisioner.workflow import configure
+
+    # a stand-in ansible-playbook: one task, host 1 fine, host 2 failing, then the recap
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "hosts = sys.argv[sys.argv.index('--limit') + 1].split(',')\n"
+        "print('PLAY [all] ***')\nprint('TASK [common : ntp] ***')\n"
+        "print(f'changed: [{hosts[0]}]')\nprint(f'fatal: [{hosts[1]}]: FAILED! => ')\n"
+        "print('    msg: held package')\nprint()\nprint('PLAY RECAP ***')\n"
+        "print(f'{hosts[0]} : ok=1 changed=1 unreachable=0 failed=0')\n"
+        "print(f'{hosts[1]} : ok=0 changed=0 unreachable=0 failed=1')\nsys.exit(2)\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
+    monkeypatch.setattr(configure, "scan_host_key", lambda *_a, **_k: [])  # no traffic out
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    options = RackOptions(configure=True, wait_ssh=False, log_dir=tmp_path / "logs")
+    rec = Recorder()
+    run = RackRunner(site, store, ScriptedBackend(), open_bmc=None, reporter=rec, options=options)
+    h1, h2 = site.hosts[0].name, site.hosts[1].name
+    sink = ListSink()
+    with events.sinks(sink):
+        result = run.run(site.hosts[:2])
+    for host in (h1, h2):
+        phases = [p for h, p in rec.phases if h == host]
+        assert "done" not in phases[: phases.index("configure")], phases
+        assert phases.index("deployed") < phases.index("configure")
+    assert [p for h, p in rec.phases if h == h1][-1] == "done"
+    assert [p for h, p in rec.phases if h == h2][-1] == "failed"
+    by = {r.host: r for r in result.results}
+    assert (by[h1].status, by[h1].reason) == ("ok", "configured")
+    assert by[h2].status == "failed"
+    own = tmp_path / "logs" / result.configure_log.stem / f"{h2}.log"  # type: ignore[union-attr]
+    assert by[h2].reason.endswith(f"; log: {own}")
+    assert "    msg: held package" in own.read_text()
+    assert store.get(h1).state == NodeState.CONFIGURED and store.get(h2).state == NodeState.FAILED
+    (started,) = sink.of("run")
+    assert started.data["hosts"] == [h1, h2] and started.data["configure"] is True
+    assert [e.message for e in sink.of("task")] == ["common : ntp"]

@@ -1,0 +1,277 @@
+"""How `provision rack`/`reimage` show progress: a live view on a terminal, lines otherwise.
+
+The workflow emits :class:`provisioner.events.Event`s; the views here are event sinks. The
+runner's reporter (phase changes, results) is turned into events too, so every front end
+(the view, `--events` JSON lines) sees one stream.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Column
+
+from provisioner.events import Event, emit
+from provisioner.workflow.rack import HostResult
+
+# A host's phases in the order a run goes through them, each with its rough share of a host's
+# time (a lab VM or an HGX server alike: the image stream, first boot and site.yml dominate), so
+# the overall bar moves with the time spent and its ETA means something.
+PHASE_SHARE = {
+    "queued": 0,
+    "discover": 2,
+    "release": 1,
+    "deploy": 1,
+    "pxe": 8,
+    "install": 25,
+    "reboot": 4,
+    "firstboot": 12,
+    "ssh": 4,
+    "deployed": 1,
+    "configure": 40,
+    "done": 2,
+}
+PHASES = tuple(PHASE_SHARE)
+FULL = sum(PHASE_SHARE.values())
+CONFIGURE_HALF = 60  # Ansible results per host at which the configure share is half done
+
+
+def progress_at(phase: str) -> int:
+    """How far (of FULL) a host is when it enters ``phase``."""
+    return sum(PHASE_SHARE[p] for p in PHASES[: PHASES.index(phase)])
+
+
+COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
+
+
+class EventReporter:
+    """The rack runner's reporter: each phase change and result becomes an event."""
+
+    def phase(self, host: str, phase: str, message: str) -> None:
+        emit(Event("phase", message, host=host, phase=phase))
+
+    def finished(self, result: HostResult) -> None:
+        emit(
+            Event(
+                "done",
+                result.reason,
+                host=result.host,
+                data={"status": result.status, "attempts": result.attempts},
+            )
+        )
+
+
+def _rate(done: int, total: int | None, started: float) -> str:
+    took = max(time.monotonic() - started, 1e-3)
+    mib = done / 2**20
+    of = f"/{total / 2**20:.0f}" if total else ""
+    return f"{mib:.0f}{of} MiB at {mib / took:.0f} MiB/s"
+
+
+def log_line(event: Event) -> str:
+    """ "log: PATH (tail -f it to follow)", and where each host's own log is."""
+    line = f"log: {event.data['path']}  (tail -f it to follow)"
+    if event.data.get("hosts_dir"):
+        line += f"; each host's: {event.data['hosts_dir']}/<host>.log"
+    return line
+
+
+class PlainView:
+    """One line per phase, stage and Ansible task: for logs, pipes and `--json` (on stderr)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def emit(self, event: Event) -> None:
+        line = self.line(event)
+        if line is not None:
+            with self._lock:
+                self._console.print(line, markup=False, highlight=False)
+
+    @staticmethod
+    def line(event: Event) -> str | None:
+        """The text line an event prints as, or None for the events too chatty for a log."""
+        if event.kind == "phase":
+            return f"{event.host}: {event.phase}: {event.message}"
+        if event.kind == "stage":
+            step = event.data.get("step")
+            of = f" [{step}/{event.data['steps']}]" if step is not None else ""
+            return f"{event.phase or 'prepare'}{of}: {event.message}"
+        if event.kind == "log":
+            return log_line(event)
+        if event.kind == "task":
+            return f"configure: TASK {event.message}"
+        if event.kind == "run":
+            return f"run: {event.message}"
+        if event.kind == "result" and event.data.get("status") in ("failed", "unreachable"):
+            return f"{event.host}: configure: {event.data['status']}: {event.message}"
+        return None
+
+
+class LiveView:
+    """A live view: one overall bar with ETA, a bar per host, a line for the current stage."""
+
+    def __init__(self, hosts: list[str], console: Console) -> None:
+        self._lock = threading.Lock()
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=12),
+            TaskProgressColumn(text_format="{task.percentage:>3.0f}%"),  # blank while pulsing
+            TimeRemainingColumn(compact=True),
+            # one line per host: a long detail is cut, never wrapped into the next host's row
+            TextColumn(
+                "{task.fields[detail]}",
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
+            console=console,
+            expand=True,
+            refresh_per_second=4,
+            transient=False,
+        )
+        width = max([len(h) for h in hosts] + [7])
+        self._width = width
+        self._full = FULL
+        self._overall = self._progress.add_task(
+            "overall".ljust(width), total=max(1, len(hosts)) * FULL, detail=""
+        )
+        self._stage: TaskID | None = None
+        self._stage_text = ""
+        self._hosts: dict[str, TaskID] = {}
+        self._done: dict[str, int] = {}
+        self._bytes_started: dict[str, float] = {}
+        self._results: dict[str, dict[str, int]] = {}
+        for h in hosts:
+            self._hosts[h] = self._progress.add_task(h.ljust(width), total=FULL, detail="queued")
+            self._done[h] = 0
+
+    def renderable(self) -> RenderableType:
+        """The view as it is now (what the terminal shows at the next refresh)."""
+        return self._progress.get_renderable()
+
+    def __enter__(self) -> LiveView:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def _advance(self, host: str, step: int) -> None:
+        if host not in self._hosts:
+            return
+        self._done[host] = min(max(self._done[host], step), self._full)
+        self._progress.update(self._hosts[host], completed=self._done[host])
+        self._progress.update(self._overall, completed=sum(self._done.values()))
+
+    def _without_configure(self) -> None:
+        """No site.yml in this run: a host is whole once installed."""
+        self._full = FULL - PHASE_SHARE["configure"]
+        for task in self._hosts.values():
+            self._progress.update(task, total=self._full)
+        self._progress.update(self._overall, total=max(1, len(self._hosts)) * self._full)
+
+    def _detail(self, host: str, text: str) -> None:
+        if host in self._hosts:
+            self._progress.update(self._hosts[host], detail=text)
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        # task names and tool output may hold "[...]": shown as text, never read as markup
+        kind, text = event.kind, escape(event.message)
+        if kind == "phase":
+            self._prepared()
+            colour = COLOURS.get(event.phase, "cyan")
+            self._detail(event.host, f"[{colour}]{event.phase}[/] {text}")
+            if event.phase == "done" or event.phase == "failed":
+                self._advance(event.host, self._full)
+            elif event.phase in PHASES:
+                self._advance(event.host, progress_at(event.phase))
+        elif kind == "done":
+            status = event.data.get("status")
+            colour = COLOURS.get("done" if status == "ok" else str(status), "cyan")
+            self._detail(event.host, f"[{colour}]{status}[/] {text}")
+            self._advance(event.host, self._full)
+        elif kind == "bytes":
+            started = self._bytes_started.setdefault(event.host, time.monotonic())
+            done, total = int(event.data.get("done", 0)), event.data.get("total")
+            self._detail(event.host, f"[cyan]install[/] {_rate(done, total, started)}")
+        elif kind == "stage":
+            self._stage_line(event)
+        elif kind == "output" and self._stage is not None:
+            self._progress.update(self._stage, detail=f"{self._stage_text}: {text}")
+        elif kind == "log":
+            self._progress.console.print(log_line(event), markup=False)
+        elif kind == "task":
+            for host, task in self._hosts.items():
+                if progress_at("configure") <= self._done.get(host, 0) < self._full:
+                    self._progress.update(task, detail=f"[cyan]configure[/] {text}")
+        elif kind == "result":
+            counts = self._results.setdefault(event.host, {})
+            status = str(event.data.get("status"))
+            counts[status] = counts.get(status, 0) + 1
+            tally = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+            # site.yml's task count is not known up front: each result moves the bar a little
+            # less, so it keeps moving through the longest phase without ever reaching the end
+            n = sum(counts.values())
+            share = PHASE_SHARE["configure"] * n / (n + CONFIGURE_HALF)
+            self._advance(event.host, progress_at("configure") + int(share))
+            self._detail(event.host, f"{tally} [cyan]{text}[/]")
+        elif kind == "run":
+            self._progress.update(self._overall, detail=text)
+            if event.data.get("configure") is False:
+                self._without_configure()
+
+    def _stage_line(self, event: Event) -> None:
+        if event.phase == "configure":  # a play of site.yml: the host lines show its progress
+            self._progress.update(self._overall, detail=escape(event.message))
+            return
+        step, steps = event.data.get("step"), event.data.get("steps")
+        name = "prepare".ljust(self._width)
+        if self._stage is None:
+            self._stage = self._progress.add_task(name, total=None, detail="")
+        self._stage_text = escape(event.message)
+        update: dict[str, object] = {"detail": self._stage_text}
+        if steps and step is not None:
+            update["total"], update["completed"] = steps, step
+        else:
+            # a step of unknown length (a ramdisk build, a download) pulses, a finding (cached)
+            # is whole; hosts starting end the preparation either way
+            done = "cached" in event.message
+            update["total"], update["completed"] = (1, 1) if done else (None, 0)
+        self._progress.update(self._stage, **update)  # type: ignore[arg-type]
+
+    def _prepared(self) -> None:
+        """The hosts have started: whatever the preparation row shows is over."""
+        if self._stage is not None:
+            task = self._progress.tasks[self._stage_index()]
+            if task.total is None or task.completed < task.total:
+                self._progress.update(self._stage, total=1, completed=1)
+
+    def _stage_index(self) -> int:
+        return next(i for i, t in enumerate(self._progress.tasks) if t.id == self._stage)

@@ -1,0 +1,110 @@
+"""The progress views `provision rack` renders the workflow's events with."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from provisioner import events
+from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
+from provisioner.events import Event, ListSink
+from provisioner.workflow.rack import HostResult
+
+
+def _run_view(view: LiveView) -> None:
+    with events.sinks(view):
+        events.emit(Event("run", "2 hosts to install", data={"hosts": ["lab-host01", "lab-host02"]}))
+        events.emit(Event("stage", "debootstrap bookworm", data={"step": 1, "steps": 5}))
+        events.emit(Event("output", "I: Retrieving Packages", data={"stage": "debootstrap"}))
+        rep = EventReporter()
+        rep.phase("lab-host01", "pxe", "one-time PXE boot, power cycle")
+        events.emit(Event("bytes", host="lab-host01", data={"done": 300 << 20, "total": 600 << 20}))
+        rep.phase("lab-host01", "configure", "running playbooks/site.yml")
+        events.emit(Event("log", data={"path": "/var/log/site-1.log"}))
+        events.emit(Event("task", "common : Install chrony", phase="configure"))
+        events.emit(Event("output", "[bold]not markup[/]"))
+        events.emit(
+            Event("result", "common : Install chrony", host="lab-host01", data={"status": "changed"})
+        )
+        rep.finished(HostResult("lab-host02", "failed", "no disk with serial X"))
+
+
+def test_live_view_draws_hosts_stage_and_overall_bar_at_80_columns() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    view = LiveView(["lab-host01", "lab-host02"], console)
+    with events.sinks(view):
+        events.emit(Event("bytes", host="lab-host02", data={"done": 300 << 20, "total": 600 << 20}))
+    frame = _frame(view)
+    assert "300/600 MiB at" in frame  # the image stream's bytes and rate
+    _run_view(view)
+    assert buf.getvalue() == "log: /var/log/site-1.log  (tail -f it to follow)\n"
+    frame = _frame(view)
+    lines = frame.splitlines()
+    assert [line.split()[0] for line in lines] == ["overall", "lab-host01", "lab-host02", "prepare"]
+    # host01 entered configure (58% of a host's time), host02 is over: (58 + 100) / 2
+    assert "79%" in lines[0] and "2 hosts to install" in lines[0]
+    assert "58%" in lines[1] and "100%" in lines[2]
+    assert "changed=1 common : Install chrony" in lines[1]
+    assert "failed no disk with serial X" in lines[2]
+    assert "100%" in lines[3] and "debootstrap bookworm: [bold]not markup[/]" in lines[3]
+    assert all(len(line) <= 80 for line in lines)
+
+
+def _frame(view: LiveView) -> str:
+    out = Console(file=io.StringIO(), width=80, color_system=None, record=True)
+    out.print(view.renderable())
+    return out.export_text()
+
+
+def test_plain_view_prints_lines_without_bars() -> None:
+    buf = io.StringIO()
+    view = PlainView(Console(file=buf, width=80, color_system=None))
+    with events.sinks(view):
+        EventReporter().phase("h1", "install", "writing the image")
+        events.emit(Event("stage", "making the root filesystem", data={"step": 3, "steps": 5}))
+        events.emit(Event("output", "noise"))
+        events.emit(Event("task", "common : ntp", phase="configure"))
+        events.emit(Event("log", data={"path": "/tmp/x.log"}))
+    assert buf.getvalue().splitlines() == [
+        "h1: install: writing the image",
+        "prepare [3/5]: making the root filesystem",
+        "configure: TASK common : ntp",
+        "log: /tmp/x.log  (tail -f it to follow)",
+    ]
+    assert "\x1b" not in buf.getvalue()
+
+
+def test_reporter_results_are_events() -> None:
+    sink = ListSink()
+    with events.sinks(sink):
+        EventReporter().finished(HostResult("h1", "ok", "configured", attempts=1))
+    (done,) = sink.of("done")
+    assert (done.host, done.message, done.data["status"]) == ("h1", "configured", "ok")
+
+
+def test_without_site_yml_a_host_is_whole_once_installed() -> None:
+    view = LiveView(["h1"], Console(file=io.StringIO(), width=80, color_system=None))
+    with events.sinks(view):
+        events.emit(Event("run", "1 host", data={"hosts": ["h1"], "configure": False}))
+        EventReporter().phase("h1", "ssh", "waiting for SSH")
+        first = _frame(view)
+        EventReporter().phase("h1", "done", "installed, SSH answers")
+    assert "88%" in first.splitlines()[1]  # 53 of the 60 shares a run without site.yml has
+    assert "100%" in _frame(view).splitlines()[0]
+
+
+def test_the_preparation_row_shows_steps_a_pulse_or_a_cache_hit() -> None:
+    view = LiveView(["h1"], Console(file=io.StringIO(), width=80, color_system=None))
+    with events.sinks(view):
+        events.emit(Event("stage", "building the deploy ramdisk (linux-image-cloud-amd64)"))
+        pulsing = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "debootstrap bookworm", data={"step": 1, "steps": 5}))
+        stepped = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "lab OS image: cached in /c/images/ab12"))
+        cached = _frame(view).splitlines()[-1]
+        events.emit(Event("stage", "play: Base", phase="configure"))  # site.yml: host lines
+    assert "%" not in pulsing  # unknown length: a pulse, no made-up percentage
+    assert "20%" in stepped and "100%" in cached
+    assert "play: Base" in _frame(view).splitlines()[0] and "play: Base" not in cached
