@@ -11,18 +11,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from provisioner.bmc.base import BootTarget, PowerAction
-from provisioner.bmc.bulk import ActionResult, boot_operation, power_operation, run_on_hosts
-from provisioner.bmc.discovery import (
-    DiscoveryResult,
-    clock_skew_alerts,
-    discover_site,
-    facts_to_dict,
-)
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.workflow.bulk import ActionResult, boot_operation, power_operation, run_on_hosts
+from provisioner.workflow.discover import (
+    DiscoveryResult,
+    clock_skew_alerts,
+    discover_site,
+    facts_to_dict,
+)
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -25,7 +25,7 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
 from provisioner.state import DONE_STATES, NodeState, StateStore
 from provisioner.workflow.configure import run_playbook
-from provisioner.workflow.ssh import wait_for_ssh
+from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
 
 HostStatus = Literal["ok", "failed", "skipped"]

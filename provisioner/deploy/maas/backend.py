@@ -27,9 +27,9 @@ from provisioner.deploy.base import (
 )
 from provisioner.deploy.maas.client import MAASClient
 from provisioner.deploy.maas.disks import choose_root_disk, describe_hint
+from provisioner.deploy.maas.dry_run import HostPlan, MAASPlan
 from provisioner.deploy.maas.errors import MAASError, MAASNotReady, MAASTimeout
 from provisioner.deploy.maas.models import Interface, Machine
-from provisioner.deploy.maas.plan import HostPlan, MAASPlan
 from provisioner.deploy.maas.poller import StatePoller
 from provisioner.deploy.maas.settings import MAASSettings, maas_settings, resolve_api_key
 from provisioner.deploy.maas.status import BUSY, RELEASABLE, NodeStatus

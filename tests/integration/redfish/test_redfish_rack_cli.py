@@ -24,7 +24,7 @@ from provisioner.bmc.factory import open_bmc
 from provisioner.cli.main import app
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
-from tests.fixtures.redfish.peers import (
+from provisioner.testing.redfish_peers import (
     fake_system,
     fault_proxy,
     make_tls,

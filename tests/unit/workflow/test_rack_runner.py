@@ -2,7 +2,7 @@
 
 The backend here is a scripted in-test implementation of the DeployBackend interface, so that
 the runner's decisions are tested alone and fast; the real backends are tested against real
-peers (tests/integration/deploy, tests/integration/maas, and the lab end-to-end test).
+peers (tests/integration/deploy, tests/integration/deploy/maas, and the lab end-to-end test).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from provisioner.deploy.maas.userdata import encode, user_data
 from provisioner.exceptions import CredentialError, DeployError, InventoryError
 from provisioner.inventory import Site, load_site
 
-SITE = Path(__file__).resolve().parents[2] / "fixtures" / "maas" / "site" / "site.yml"
+SITE = Path(__file__).resolve().parents[3] / "fixtures" / "maas" / "site" / "site.yml"
 URL_LINE = "    url: http://maas.example.net:5240/MAAS\n"
 
 
