@@ -32,7 +32,6 @@ import yaml
 
 from benchmarks.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
 from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
-from provisioner.bmc.factory import client_options
 from provisioner.bmc.nic_select import NicRuleLike
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
@@ -49,6 +48,7 @@ from provisioner.testing.redfish_peers import (
     sushy_emulator,
     write_emulator_config,
 )
+from provisioner.workflow.bmc_access import client_options
 from provisioner.workflow.rack import HostResult
 
 PASSWORD_ENV = "PROVISIONER_BENCH_BMC_PASSWORD"

@@ -10,7 +10,6 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from provisioner.bmc.factory import open_bmc
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.deploy.base import backend_class
@@ -20,6 +19,7 @@ from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
 from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
+from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
 

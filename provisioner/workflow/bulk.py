@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from provisioner.bmc.base import BootTarget, PowerAction, PowerState
-from provisioner.bmc.factory import open_bmc
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
+from provisioner.workflow.bmc_access import open_bmc
 
 log = logging.getLogger(__name__)
 

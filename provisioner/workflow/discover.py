@@ -14,11 +14,11 @@ from queue import Empty
 from typing import Any
 
 from provisioner.bmc.base import HostFacts
-from provisioner.bmc.factory import open_bmc
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
+from provisioner.workflow.bmc_access import open_bmc
 
 log = logging.getLogger(__name__)
 
