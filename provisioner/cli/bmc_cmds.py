@@ -15,7 +15,7 @@ from provisioner.cli.common import JsonOption, SiteOption, console, print_json, 
 from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
-from provisioner.state import NodeState, StateStore
+from provisioner.state import StateStore
 from provisioner.workflow.bulk import ActionResult, boot_operation, power_operation, run_on_hosts
 from provisioner.workflow.discover import (
     DiscoveryResult,
@@ -23,6 +23,7 @@ from provisioner.workflow.discover import (
     discover_site,
     facts_to_dict,
 )
+from provisioner.workflow.selection import without_maintenance
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -68,15 +69,9 @@ def _select(site: Site, hosts: list[str] | None, rack: str | None, *, required: 
 
 
 def _skip_maintenance(store: StateStore, hosts: list[Host], force: bool) -> list[Host]:
-    store.ensure_hosts([h.name for h in hosts])
-    if force:
-        return hosts
-    kept = []
-    for host in hosts:
-        if store.get(host.name).state == NodeState.MAINTENANCE:
-            err.print(f"[yellow]skipped[/] {host.name}: in maintenance (use --force)")
-        else:
-            kept.append(host)
+    kept, held = without_maintenance(store, hosts, force=force)
+    for host in held:
+        err.print(f"[yellow]skipped[/] {host.name}: in maintenance (use --force)")
     return kept
 
 

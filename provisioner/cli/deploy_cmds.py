@@ -14,14 +14,12 @@ from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.deploy.base import backend_class
 from provisioner.exceptions import ExitCode, InputError
-from provisioner.health.model import RemedyKind
-from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
-from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
-from provisioner.state import NodeState, StateStore
+from provisioner.state import StateStore
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
+from provisioner.workflow.reimage import reimage_targets
 
 PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
 
@@ -262,25 +260,13 @@ def reimage(
             "name the hosts to re-image, or pass --failed",
             hint="re-imaging wipes the root disk: provision never picks hosts by itself",
         )
-    selected = s.select(hosts) if hosts else []
-    if failed:
-        store = StateStore.for_site(s)
-        store.ensure_hosts([h.name for h in s.hosts])
-        failed_names = set()
-        for rec in store.all():
-            if rec.state != NodeState.FAILED:
-                continue
-            # a host that failed its health checks is re-imaged only when that is its remedy:
-            # a bad GPU or cable needs a technician (`provision ticket`), not a new OS
-            remedy = remedy_of(rec.facts) if rec.reason.startswith(HEALTH_REASON) else None
-            if remedy is None or remedy is RemedyKind.REIMAGE:
-                failed_names.add(rec.name)
-            else:
-                err_console.print(
-                    f"not re-imaging {rec.name}: its health remedy is {remedy.value} "
-                    f"(see `provision ticket {rec.name}`)"
-                )
-        selected += [h for h in s.hosts if h.name in failed_names and h not in selected]
+    targets = reimage_targets(s, hosts, failed=failed)
+    for name, remedy in targets.refused.items():
+        err_console.print(
+            f"not re-imaging {name}: its health remedy is {remedy.value} "
+            f"(see `provision ticket {name}`)"
+        )
+    selected = targets.hosts
     if not selected:
         console.print("no host to re-image")
         return

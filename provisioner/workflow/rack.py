@@ -25,6 +25,7 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
 from provisioner.state import DONE_STATES, NodeState, StateStore
 from provisioner.workflow.configure import run_playbook
+from provisioner.workflow.selection import held_in_maintenance
 from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
 
@@ -138,7 +139,7 @@ class RackRunner:
         skipped: list[HostResult] = []
         for h in hosts:
             rec = self.store.get(h.name)
-            if rec.state == NodeState.MAINTENANCE and not self.options.force:
+            if held_in_maintenance(rec, force=self.options.force):
                 skipped.append(HostResult(h.name, "skipped", f"in maintenance: {rec.reason}"))
             elif rec.state in DONE_STATES and not self.options.reimage:
                 skipped.append(HostResult(h.name, "skipped", f"already {rec.state.value}"))
