@@ -153,12 +153,11 @@ class RackRunner:
         """The concurrency for ``n`` hosts on this site's uplink."""
         s = self.site.settings
         image_bytes = s.image.size_bytes if s.image else None
-        host_link = float(s.embedded.get("host_link_gbps", 10)) if s.embedded else 10.0
         explicit = self.options.max_parallel or s.max_parallel
         return choose_wave_size(
             n,
             uplink_gbps=s.uplink_gbps,
-            host_link_gbps=host_link,
+            host_link_gbps=self.backend.host_link_gbps(self.site),
             image_bytes=image_bytes,
             explicit=explicit,
             streams=self.backend.image_streams(self.site),

@@ -31,7 +31,12 @@ from provisioner.deploy.maas.dry_run import HostPlan, MAASPlan
 from provisioner.deploy.maas.errors import MAASError, MAASNotReady, MAASTimeout
 from provisioner.deploy.maas.models import Interface, Machine
 from provisioner.deploy.maas.poller import StatePoller
-from provisioner.deploy.maas.settings import MAASSettings, maas_settings, resolve_api_key
+from provisioner.deploy.maas.settings import (
+    MAASSettings,
+    host_link_gbps,
+    maas_settings,
+    resolve_api_key,
+)
 from provisioner.deploy.maas.status import BUSY, RELEASABLE, NodeStatus
 from provisioner.deploy.maas.userdata import encode, user_data
 from provisioner.exceptions import DeployError, ProvisionerError
@@ -106,6 +111,10 @@ class MAASBackend(DeployBackend):
         self._known_tags: set[str] = set()
         self._state_poller: StatePoller | None = None
         self._lock = threading.Lock()
+
+    def host_link_gbps(self, site: Site) -> float:
+        """settings.maas.host_link_gbps (MAAS does not gate image streams: waves use it alone)."""
+        return host_link_gbps(site)
 
     # -- set-up -------------------------------------------------------------------------
 

@@ -301,7 +301,7 @@ def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path)
 
     streams = max_image_streams(site)
     s = site.settings
-    link = float((s.embedded or {}).get("host_link_gbps", 10))
+    link = s.embedded.host_link_gbps if s.embedded else 10.0
     assert streams == max(1, math.floor(s.uplink_gbps * 0.8 / link))
     backend = EmbeddedBackend()
     assert backend.image_streams(site) == streams
