@@ -1,15 +1,127 @@
-"""Entry point of the ``provision`` command; each area registers its commands from its own module."""
+"""Entry point of the ``provision`` command: a thin shell whose commands load when invoked.
+
+Each area keeps its commands in its own module (``register(app)``, or a Typer app to mount);
+this shell lists them with their one-line help and imports a module only when one of its
+commands runs, so `provision --help` stays fast and `provision cabling ...` loads cabling
+alone. tests/unit/cli/test_cli_lazy.py checks the import set and that the help lines below
+match the commands' own.
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import typer
+from typer import _click as click
+from typer.core import TyperCommand, TyperGroup
 
 from provisioner import __version__
 
+
+class Lazy:
+    """Where a command lives: ``module:register`` (a register(app) function) or
+    ``module:attr`` (a Typer app mounted under the command's name), and its one-line help."""
+
+    def __init__(self, target: str, help: str) -> None:
+        self.module, self.attr = target.split(":")
+        self.help = help
+
+
+# In the order `provision --help` lists them.
+COMMANDS: dict[str, Lazy] = {
+    "status": Lazy("provisioner.cli.state_cmds:register",
+                   "Show each host's state, its reason and last error."),
+    "history": Lazy("provisioner.cli.state_cmds:register",
+                    "Show a host's event log (state changes, facts, deploy and health events)."),
+    "maintenance": Lazy("provisioner.cli.state_cmds:register",
+                        "Put hosts into maintenance (nothing touches them without --force), "
+                        "or take them out."),
+    "discover": Lazy("provisioner.cli.bmc_cmds:register",
+                     "Read every BMC at once: serials, NICs and the provisioning MAC, disks, "
+                     "clocks, firmware."),
+    "power": Lazy("provisioner.cli.bmc_cmds:register",
+                  "Power hosts on/off/cycle through their BMCs, or show their power state."),
+    "boot": Lazy("provisioner.cli.bmc_cmds:register",
+                 "Set (and verify) the boot device of the next boot, or of every boot with "
+                 "--persistent."),
+    "rack": Lazy("provisioner.cli.deploy_cmds:register",
+                 "Install every (or the named) host of a rack: discover, PXE, install, boot, "
+                 "SSH, site.yml."),
+    "reimage": Lazy("provisioner.cli.deploy_cmds:register",
+                    "Reinstall the named hosts (root disk only: data disks and ZFS pools are "
+                    "kept)."),
+    "health": Lazy("provisioner.cli.health_cmds:register",
+                   "Check hosts over SSH, record the results, and say which need attention "
+                   "(exit 3 if any)."),
+    "hosts": Lazy("provisioner.cli.health_cmds:register",
+                  "List hosts with their state and last health verdict (--golden: only the fit "
+                  "ones)."),
+    "ticket": Lazy("provisioner.cli.health_cmds:register",
+                   "A repair work order for a failed host: host, serials, slot/component, "
+                   "evidence."),
+    "bisect": Lazy("provisioner.cli.health_cmds:register",
+                   "Name the bad host(s) in a set that fails together, in two rounds of group "
+                   "runs."),
+    "inventory": Lazy("provisioner.cli.inventory_cmds:register",
+                      "Check and show the rack inventory (inventory/<site>/site.yml)."),
+    "lab": Lazy("provisioner.cli.lab_cmds:register",
+                "The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
+                "(needs root). Its site is `lab`: `provision ... --site lab`."),
+    # cabling/ never imports provisioner; mounting its app here keeps `provision cabling`
+    # free of every provisioner module but this shell.
+    "cabling": Lazy("cabling.cli:cabling_app",
+                    "Wiring manifests for InfiniBand/RoCE fabrics: generate a plan, lint it in "
+                    "CI, validate the built fabric against it."),
+}
+
+
+def load_commands(name: str) -> dict[str, click.Command]:
+    """Import the module of command ``name``; return every click command it defines, by name."""
+    lazy = COMMANDS[name]
+    found: Any = getattr(importlib.import_module(lazy.module), lazy.attr)
+    app = typer.Typer()
+    if isinstance(found, typer.Typer):
+        app.add_typer(found, name=name)
+    else:
+        found(app)
+    return dict(typer.main.get_group(app).commands)
+
+
+class LazyGroup(TyperGroup):
+    """Lists COMMANDS from their help lines; imports a command's module only to run it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: dict[str, click.Command] = {}
+
+    def load(self, name: str) -> click.Command | None:
+        """The real command ``name``, importing its module on first use."""
+        if name not in self._loaded and name in COMMANDS:
+            self._loaded.update(load_commands(name))
+        return self._loaded.get(name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._loaded:
+            return self._loaded[cmd_name]
+        if cmd_name in COMMANDS:  # listing (help): a stand-in that carries the help line only
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in COMMANDS:
+            self.load(args[0])
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
     name="provision",
+    cls=LazyGroup,
     help=(
         "Turn racks of bare-metal GPU servers into a training-ready cluster.\n\n"
         "Exit codes: 0 ok, 1 unexpected error, 2 bad input, 3 partial failure "
@@ -18,18 +130,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-)
-
-# Each module exposes ``register(app)``; keeping commands in per-area modules keeps this file
-# free of business logic and lets the areas grow independently.
-COMMAND_MODULES = (
-    "provisioner.cli.inventory_cmds",
-    "provisioner.cli.state_cmds",
-    "provisioner.cli.lab_cmds",
-    "provisioner.cli.bmc_cmds",
-    "provisioner.cli.deploy_cmds",
-    "provisioner.cli.health_cmds",
-    "provisioner.cli.cabling_cmds",
 )
 
 
@@ -46,10 +146,6 @@ def _root(
     ),
 ) -> None:
     """Turn racks of bare-metal GPU servers into a training-ready cluster."""
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
 
 
 def main() -> None:
