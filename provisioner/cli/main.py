@@ -10,13 +10,15 @@ match the commands' own.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from typer import _click as click
 from typer.core import TyperCommand, TyperGroup
 
 from provisioner import __version__
+
+if TYPE_CHECKING:  # only for annotations: the click typer bundles (or depends on)
+    from typer import _click as click
 
 
 class Lazy:
