@@ -10,14 +10,12 @@ failed; hosts already done are skipped, so a re-run resumes where the last one s
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from provisioner.bmc.base import BMC, HostFacts
 from provisioner.deploy.base import DeployBackend, DeployMethod, DeployRequest
@@ -25,6 +23,7 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
 from provisioner.state import DONE_STATES, NodeState, StateStore
 from provisioner.workflow.configure import run_playbook
+from provisioner.workflow.discover import facts_to_dict
 from provisioner.workflow.selection import held_in_maintenance
 from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
@@ -87,21 +86,6 @@ class RackResult:
     @property
     def skipped(self) -> list[HostResult]:
         return [r for r in self.results if r.status == "skipped"]
-
-
-def facts_to_dict(facts: HostFacts) -> dict[str, Any]:
-    """HostFacts as JSON-ready data for the state store."""
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, datetime):
-            return v.isoformat()
-        if isinstance(v, list):
-            return [conv(x) for x in v]
-        if isinstance(v, dict):
-            return {k: conv(x) for k, x in v.items()}
-        return v
-
-    return {k: conv(v) for k, v in dataclasses.asdict(facts).items()}
 
 
 class _HostFailed(Exception):
