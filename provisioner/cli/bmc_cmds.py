@@ -16,7 +16,13 @@ from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import StateStore
-from provisioner.workflow.bulk import ActionResult, boot_operation, power_operation, run_on_hosts
+from provisioner.workflow.bulk import (
+    ActionResult,
+    boot_operation,
+    power_operation,
+    record_outcomes,
+    run_on_hosts,
+)
 from provisioner.workflow.discover import (
     DiscoveryResult,
     clock_skew_alerts,
@@ -226,10 +232,7 @@ def power(
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(s, selected, power_operation(action, wait_s=wait),
                                max_parallel=parallel)
-        for res in results:
-            store.record_event(res.host, "power", f"power {command.value}: "
-                               + ("ok" if res.ok else f"{res.reason}"),
-                               {"error": res.error} if res.error else None)
+        record_outcomes(store, results, "power", f"power {command.value}")
     _report(results, f"power {command.value}", as_json, f"power {command.value}")
 
 
@@ -265,10 +268,7 @@ def boot(
             boot_operation(BOOT_TARGETS[target], persistent=persistent, image=image, eject=eject),
             max_parallel=parallel,
         )
-        for res in results:
-            store.record_event(res.host, "boot", f"boot {target.value}: "
-                               + ("ok" if res.ok else f"{res.reason}"),
-                               {"error": res.error} if res.error else None)
+        record_outcomes(store, results, "boot", f"boot {target.value}")
     _report(results, f"boot {target.value}", as_json, f"boot {target.value}")
 
 
