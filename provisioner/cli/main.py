@@ -90,34 +90,23 @@ def load_commands(name: str) -> dict[str, click.Command]:
     return dict(typer.main.get_group(app).commands)
 
 
+class Listed(TyperCommand):
+    """A command not loaded yet: its name and help line, for listings and suggestions."""
+
+
 class LazyGroup(TyperGroup):
     """Lists COMMANDS from their help lines; imports a command's module only to run it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._loaded: dict[str, click.Command] = {}
-
-    def load(self, name: str) -> click.Command | None:
-        """The real command ``name``, importing its module on first use."""
-        if name not in self._loaded and name in COMMANDS:
-            self._loaded.update(load_commands(name))
-        return self._loaded.get(name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *(n for n in super().list_commands(ctx) if n not in COMMANDS)]
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self._loaded:
-            return self._loaded[cmd_name]
-        if cmd_name in COMMANDS:  # listing (help): a stand-in that carries the help line only
-            return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
-        return super().get_command(ctx, cmd_name)
+        for name, lazy in COMMANDS.items():
+            self.commands.setdefault(name, Listed(name, help=lazy.help))
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] in COMMANDS:
-            self.load(args[0])
+        if args and isinstance(self.commands.get(args[0]), Listed):
+            self.commands.update(load_commands(args[0]))
         return super().resolve_command(ctx, args)
 
 

@@ -72,3 +72,13 @@ def test_listed_help_is_the_commands_own(name: str) -> None:
 def test_every_registered_command_is_listed() -> None:
     for name in COMMANDS:
         assert set(load_commands(name)) <= set(COMMANDS), name
+
+
+def test_a_mistyped_command_still_gets_a_suggestion() -> None:
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    res = CliRunner().invoke(app, ["stauts"])
+    assert res.exit_code == 2
+    assert "Did you mean 'status'?" in res.output
