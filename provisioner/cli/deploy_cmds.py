@@ -19,6 +19,7 @@ from provisioner.state import StateStore
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
+from provisioner.workflow.rack_plan import plan_rack
 from provisioner.workflow.reimage import reimage_targets
 
 PHASE_COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
@@ -112,15 +113,8 @@ def _summary(result: RackResult, as_json: bool) -> None:
 
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
     """Say what a run would do, changing nothing (the backend's own plan when it has one)."""
-    backend = backend_class(site.settings.deploy_backend)()
-    store = StateStore.for_site(site)
-    runner = RackRunner(site, store, backend, open_bmc=None, reporter=_QuietReporter(), options=options)
-    todo, skipped = runner.plan(hosts)
-    wave = runner.wave_plan(len(todo))
-    backend_plan = None
-    planner = getattr(backend, "plan", None)
-    if callable(planner) and todo:
-        backend_plan = planner(site, [runner.request_for(h) for h in todo], reimage=options.reimage)
+    plan = plan_rack(site, hosts, options, _QuietReporter())
+    todo, skipped, wave, backend_plan = plan.todo, plan.skipped, plan.wave, plan.backend_plan
     if as_json:
         print_json(
             {
