@@ -1,6 +1,6 @@
 """How discovery scales: N emulated BMCs that each answer every request after a delay.
 
-One sushy-emulator (fake driver) serves one system; a proxy (tests/fixtures/redfish/bmcproxy.py)
+One sushy-emulator (fake driver) serves one system; a proxy (provisioner/testing/bmcproxy.py)
 listens on N loopback addresses, each one a BMC, and answers each request after ``--delay``
 seconds (BMC latency). Identical GETs are answered from the proxy's memory so the emulator's
 CPU does not limit what is measured: the client's parallelism and round trips.
@@ -23,18 +23,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from provisioner.bmc.discovery import DiscoveryTarget, discover_all  # noqa: E402
 from provisioner.bmc.factory import open_redfish  # noqa: E402
 from provisioner.inventory import NicRule  # noqa: E402
 from provisioner.redfish.client import ClientOptions  # noqa: E402
 from provisioner.secrets import Secret  # noqa: E402
-from tests.fixtures.redfish.peers import (  # noqa: E402
+from provisioner.testing.redfish_peers import (  # noqa: E402
     fake_system,
     fault_proxy,
     make_tls,
     sushy_emulator,
     write_emulator_config,
 )
+from provisioner.workflow.discover import DiscoveryTarget, discover_all  # noqa: E402
 
 UUID = "0b0e5a0c-6f2b-4a39-9c1e-5a7d3c2b1a00"
 DISKS = [{"Id": f"d{i}", "Name": f"disk {i}", "CapacityBytes": 3840755982336,

@@ -1,7 +1,7 @@
 """The simulated rack behind benchmarks/rack.py: a BMC farm, a site file for it, a backend.
 
 - :func:`bmc_farm`: one sushy-emulator (fake driver) holding one System per host, behind the
-  Redfish proxy of tests/fixtures/redfish listening on one loopback address per host
+  Redfish proxy of provisioner/testing listening on one loopback address per host
   (127.100.x.y, TLS), optionally delaying every answer.
 - :func:`write_site`: a foundation-format site file whose hosts' BMCs are those addresses.
 - :class:`FarmBMC` / :func:`farm_opener`: the real Redfish BMC class; each address serves every
@@ -32,7 +32,6 @@ import yaml
 
 from benchmarks.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
 from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
-from provisioner.bmc.factory import client_options
 from provisioner.bmc.nic_select import NicRuleLike
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
@@ -42,14 +41,15 @@ from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import BMCNotFound
-from provisioner.workflow.rack import HostResult
-from tests.fixtures.redfish.peers import (
+from provisioner.testing.redfish_peers import (
     fake_system,
     fault_proxy,
     make_tls,
     sushy_emulator,
     write_emulator_config,
 )
+from provisioner.workflow.bmc_access import client_options
+from provisioner.workflow.rack import HostResult
 
 PASSWORD_ENV = "PROVISIONER_BENCH_BMC_PASSWORD"
 HOSTS_PER_RACK = 20  # 2U HGX servers, 40 usable units

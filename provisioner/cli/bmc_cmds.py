@@ -12,13 +12,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from provisioner.bmc.base import BootTarget, PowerAction
-from provisioner.bmc.bulk import ActionResult, boot_operation, power_operation, run_on_hosts
-from provisioner.bmc.discovery import (
-    DiscoveryResult,
-    clock_skew_alerts,
-    discover_site,
-    facts_to_dict,
-)
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.cli.tables import (
@@ -31,8 +24,22 @@ from provisioner.cli.tables import (
 )
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
-from provisioner.state import NodeState, StateStore
+from provisioner.state import StateStore
 from provisioner.wording import plural
+from provisioner.workflow.bulk import (
+    ActionResult,
+    boot_operation,
+    power_operation,
+    record_outcomes,
+    run_on_hosts,
+)
+from provisioner.workflow.discover import (
+    DiscoveryResult,
+    clock_skew_alerts,
+    discover_site,
+    facts_to_dict,
+)
+from provisioner.workflow.selection import without_maintenance
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
@@ -78,15 +85,9 @@ def _select(site: Site, hosts: list[str] | None, rack: str | None, *, required: 
 
 
 def _skip_maintenance(store: StateStore, hosts: list[Host], force: bool) -> list[Host]:
-    store.ensure_hosts([h.name for h in hosts])
-    if force:
-        return hosts
-    kept = []
-    for host in hosts:
-        if store.get(host.name).state == NodeState.MAINTENANCE:
-            err.print(f"[yellow]skipped[/] {host.name}: in maintenance (use --force)")
-        else:
-            kept.append(host)
+    kept, held = without_maintenance(store, hosts, force=force)
+    for host in held:
+        err.print(f"[yellow]skipped[/] {host.name}: in maintenance (use --force)")
     return kept
 
 
@@ -281,10 +282,7 @@ def power(
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(s, selected, power_operation(action, wait_s=wait),
                                max_parallel=parallel)
-        for res in results:
-            store.record_event(res.host, "power", f"power {command.value}: "
-                               + ("ok" if res.ok else f"{res.reason}"),
-                               {"error": res.error} if res.error else None)
+        record_outcomes(store, results, "power", f"power {command.value}")
     _report(results, f"power {command.value}", as_json, f"power {command.value}")
 
 
@@ -320,10 +318,7 @@ def boot(
             boot_operation(BOOT_TARGETS[target], persistent=persistent, image=image, eject=eject),
             max_parallel=parallel,
         )
-        for res in results:
-            store.record_event(res.host, "boot", f"boot {target.value}: "
-                               + ("ok" if res.ok else f"{res.reason}"),
-                               {"error": res.error} if res.error else None)
+        record_outcomes(store, results, "boot", f"boot {target.value}")
     _report(results, f"boot {target.value}", as_json, f"boot {target.value}")
 
 

@@ -11,21 +11,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from provisioner import events
-from provisioner.bmc.factory import open_bmc
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
 from provisioner.deploy.base import backend_class
 from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
-from provisioner.health.model import RemedyKind
-from provisioner.health.service import REASON_PREFIX as HEALTH_REASON
-from provisioner.health.service import remedy_of
 from provisioner.inventory import Host, Site, load_site
-from provisioner.state import NodeState, StateStore
+from provisioner.state import StateStore
 from provisioner.wording import plural
+from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.configure import repo_root
 from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
+from provisioner.workflow.rack_plan import plan_rack
+from provisioner.workflow.reimage import reimage_targets
 
 
 def _summary(result: RackResult, as_json: bool) -> None:
@@ -107,15 +106,8 @@ def summary_line(result: RackResult) -> str:
 
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
     """Say what a run would do, changing nothing (the backend's own plan when it has one)."""
-    backend = backend_class(site.settings.deploy_backend)()
-    store = StateStore.for_site(site)
-    runner = RackRunner(site, store, backend, open_bmc=None, reporter=_QuietReporter(), options=options)
-    todo, skipped = runner.plan(hosts)
-    wave = runner.wave_plan(len(todo))
-    backend_plan = None
-    planner = getattr(backend, "plan", None)
-    if callable(planner) and todo:
-        backend_plan = planner(site, [runner.request_for(h) for h in todo], reimage=options.reimage)
+    plan = plan_rack(site, hosts, options, _QuietReporter())
+    todo, skipped, wave, backend_plan = plan.todo, plan.skipped, plan.wave, plan.backend_plan
     if as_json:
         print_json(
             {
@@ -293,25 +285,13 @@ def reimage(
             "name the hosts to re-image, or pass --failed",
             hint="re-imaging wipes the root disk: provision never picks hosts by itself",
         )
-    selected = s.select(hosts) if hosts else []
-    if failed:
-        store = StateStore.for_site(s)
-        store.ensure_hosts([h.name for h in s.hosts])
-        failed_names = set()
-        for rec in store.all():
-            if rec.state != NodeState.FAILED:
-                continue
-            # a host that failed its health checks is re-imaged only when that is its remedy:
-            # a bad GPU or cable needs a technician (`provision ticket`), not a new OS
-            remedy = remedy_of(rec.facts) if rec.reason.startswith(HEALTH_REASON) else None
-            if remedy is None or remedy is RemedyKind.REIMAGE:
-                failed_names.add(rec.name)
-            else:
-                err_console.print(
-                    f"not re-imaging {rec.name}: its health remedy is {remedy.value} "
-                    f"(see `provision ticket {rec.name}`)"
-                )
-        selected += [h for h in s.hosts if h.name in failed_names and h not in selected]
+    targets = reimage_targets(s, hosts, failed=failed)
+    for name, remedy in targets.refused.items():
+        err_console.print(
+            f"not re-imaging {name}: its health remedy is {remedy.value} "
+            f"(see `provision ticket {name}`)"
+        )
+    selected = targets.hosts
     if not selected:
         console.print("no host to re-image")
         return

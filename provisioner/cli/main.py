@@ -1,18 +1,121 @@
-"""Entry point of the ``provision`` command; each area registers its commands from its own module."""
+"""Entry point of the ``provision`` command: a thin shell whose commands load when invoked.
+
+Each area keeps its commands in its own module (``register(app)``, or a Typer app to mount);
+this shell lists them with their one-line help and imports a module only when one of its
+commands runs, so `provision --help` stays fast and `provision cabling ...` loads cabling
+alone. tests/unit/cli/test_cli_lazy.py checks the import set and that the help lines below
+match the commands' own.
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from provisioner import __version__
 from provisioner.cli import help_style
 
 help_style.install()  # --help shows metavars (SITE, N), not <bool>/<str>, whatever is loaded
 
+if TYPE_CHECKING:  # only for annotations: the click typer bundles (or depends on)
+    from typer import _click as click
+
+
+class Lazy:
+    """Where a command lives: ``module:register`` (a register(app) function) or
+    ``module:attr`` (a Typer app mounted under the command's name), and its one-line help."""
+
+    def __init__(self, target: str, help: str) -> None:
+        self.module, self.attr = target.split(":")
+        self.help = help
+
+
+# In the order `provision --help` lists them.
+COMMANDS: dict[str, Lazy] = {
+    "status": Lazy("provisioner.cli.state_cmds:register",
+                   "Show each host's state, its reason and last error."),
+    "history": Lazy("provisioner.cli.state_cmds:register",
+                    "Show a host's event log (state changes, facts, deploy and health events)."),
+    "maintenance": Lazy("provisioner.cli.state_cmds:register",
+                        "Put hosts into maintenance (nothing touches them without --force), "
+                        "or take them out."),
+    "discover": Lazy("provisioner.cli.bmc_cmds:register",
+                     "Read every BMC at once: serials, NICs and the provisioning MAC, disks, "
+                     "clocks, firmware."),
+    "power": Lazy("provisioner.cli.bmc_cmds:register",
+                  "Power hosts on/off/cycle through their BMCs, or show their power state."),
+    "boot": Lazy("provisioner.cli.bmc_cmds:register",
+                 "Set (and verify) the boot device of the next boot, or of every boot with "
+                 "--persistent."),
+    "rack": Lazy("provisioner.cli.deploy_cmds:register",
+                 "Install every (or the named) host of a rack: discover, PXE, install, boot, "
+                 "SSH, site.yml."),
+    "reimage": Lazy("provisioner.cli.deploy_cmds:register",
+                    "Reinstall the named hosts (root disk only: data disks and ZFS pools are "
+                    "kept)."),
+    "health": Lazy("provisioner.cli.health_cmds:register",
+                   "Check hosts over SSH, record the results, and say which need attention "
+                   "(exit 3 if any)."),
+    "hosts": Lazy("provisioner.cli.health_cmds:register",
+                  "List hosts with their state and last health verdict (--golden: only the fit "
+                  "ones)."),
+    "ticket": Lazy("provisioner.cli.health_cmds:register",
+                   "A repair work order for a failed host: host, serials, slot/component, "
+                   "evidence."),
+    "bisect": Lazy("provisioner.cli.health_cmds:register",
+                   "Name the bad host(s) in a set that fails together, in two rounds of group "
+                   "runs."),
+    "inventory": Lazy("provisioner.cli.inventory_cmds:register",
+                      "Check and show the rack inventory (inventory/<site>/site.yml)."),
+    "lab": Lazy("provisioner.cli.lab_cmds:register",
+                "The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
+                "(needs root). Its site is `lab`: `provision ... --site lab`."),
+    # cabling/ never imports provisioner; mounting its app here keeps `provision cabling`
+    # free of every provisioner module but this shell.
+    "cabling": Lazy("cabling.cli:cabling_app",
+                    "Wiring manifests for InfiniBand/RoCE fabrics: generate a plan, lint it in "
+                    "CI, validate the built fabric against it."),
+}
+
+
+def load_commands(name: str) -> dict[str, click.Command]:
+    """Import the module of command ``name``; return every click command it defines, by name."""
+    lazy = COMMANDS[name]
+    found: Any = getattr(importlib.import_module(lazy.module), lazy.attr)
+    app = typer.Typer()
+    if isinstance(found, typer.Typer):
+        app.add_typer(found, name=name)
+    else:
+        found(app)
+    return dict(typer.main.get_group(app).commands)
+
+
+class Listed(TyperCommand):
+    """A command not loaded yet: its name and help line, for listings and suggestions."""
+
+
+class LazyGroup(TyperGroup):
+    """Lists COMMANDS from their help lines; imports a command's module only to run it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, lazy in COMMANDS.items():
+            self.commands.setdefault(name, Listed(name, help=lazy.help))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and isinstance(self.commands.get(args[0]), Listed):
+            self.commands.update(load_commands(args[0]))
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
     name="provision",
+    cls=LazyGroup,
     help=(
         "Turn racks of bare-metal GPU servers into a training-ready cluster.\n\n"
         "Exit codes: 0 ok, 1 unexpected error, 2 bad input, 3 partial failure "
@@ -21,18 +124,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-)
-
-# Each module exposes ``register(app)``; keeping commands in per-area modules keeps this file
-# free of business logic and lets the areas grow independently.
-COMMAND_MODULES = (
-    "provisioner.cli.inventory_cmds",
-    "provisioner.cli.state_cmds",
-    "provisioner.cli.lab_cmds",
-    "provisioner.cli.bmc_cmds",
-    "provisioner.cli.deploy_cmds",
-    "provisioner.cli.health_cmds",
-    "provisioner.cli.cabling_cmds",
 )
 
 
@@ -49,10 +140,6 @@ def _root(
     ),
 ) -> None:
     """Turn racks of bare-metal GPU servers into a training-ready cluster."""
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from provisioner.settings import DEFAULT_HOST_LINK_GBPS
+
 if TYPE_CHECKING:
     from provisioner.bmc.base import BMC
     from provisioner.inventory.model import Host, Site
@@ -62,6 +64,10 @@ class DeployBackend(ABC):
     def image_streams(self, site: Site) -> int | None:
         """Image streams this backend's server admits at once; None when it does not gate them."""
         return None
+
+    def host_link_gbps(self, site: Site) -> float:
+        """The hosts' provisioning link speed in this backend's settings (the waves' unit)."""
+        return DEFAULT_HOST_LINK_GBPS
 
     @abstractmethod
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

@@ -12,7 +12,7 @@ from provisioner.health.checks import Context, run_checks
 from provisioner.health.checks.base import not_applicable, result
 from provisioner.health.collector import collector_script, parse_sections
 from provisioner.health.config import Expectations
-from provisioner.health.deep import (
+from provisioner.health.deep_measure import (
     COUNTERS_SCRIPT,
     client_command,
     counter_rise,
@@ -21,7 +21,7 @@ from provisioner.health.deep import (
     server_command,
 )
 from provisioner.health.model import CheckResult, HostReport, RemedyKind, Status
-from provisioner.health.ssh import SshClient, SshTarget
+from provisioner.health.ssh_client import SshClient, SshTarget
 from provisioner.health.textfile import install_command, render_textfile
 
 

@@ -33,7 +33,7 @@ from provisioner.health.model import (
     worst_remedy,
 )
 from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
-from provisioner.health.ssh import SshClient, SshTarget
+from provisioner.health.ssh_client import SshClient, SshTarget
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
 from provisioner.state.store import HealthRun

@@ -11,6 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from provisioner.secrets import SecretRef
+from provisioner.settings.embedded import EmbeddedSettings
+from provisioner.settings.maas import MAASSettings
+
 MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
 MAC_PREFIX_RE = re.compile(r"^([0-9a-f]{2}:){0,5}[0-9a-f]{2}$")
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -31,24 +35,6 @@ class Strict(BaseModel):
     """Unknown keys are errors: a typo in a site file must not be silently ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SecretRef(Strict):
-    """Where a secret lives: an environment variable, a file outside the repo, or Ansible Vault."""
-
-    env: str | None = None
-    file: str | None = None
-    vault: str | None = None
-    key: str | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> SecretRef:
-        sources = [s for s in ("env", "file", "vault") if getattr(self, s)]
-        if len(sources) != 1:
-            raise ValueError("give exactly one of env, file or vault")
-        if self.vault and not self.key:
-            raise ValueError("a vault reference needs `key`: the name of the entry in the vault")
-        return self
 
 
 class CredentialSpec(Strict):
@@ -233,10 +219,10 @@ class Settings(Strict):
     golden_after: int = Field(default=3, ge=1)
     redfish: RedfishSettings = Field(default_factory=RedfishSettings)
     image: ImageSettings | None = None
-    # Backend-specific blocks are validated by the backends themselves, so that the inventory
-    # layer knows no backend by name.
-    embedded: dict[str, Any] = Field(default_factory=dict)
-    maas: dict[str, Any] = Field(default_factory=dict)
+    # Each deploy backend's block, typed by the model its backend owns (provisioner/settings/,
+    # a layer below the inventory so that the inventory never imports deploy/); absent: None.
+    embedded: EmbeddedSettings | None = None
+    maas: MAASSettings | None = None
     health: dict[str, Any] = Field(default_factory=dict)
     expected_firmware: dict[str, Any] = Field(default_factory=dict)
 

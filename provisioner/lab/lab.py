@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.exceptions import InputError, NotReady, SiteLocked
-from provisioner.lab import aptproxy, bmc, daemons, network, pki, sitegen, vms
+from provisioner.lab import aptproxy, daemons, network, pki, sitegen, vms
+from provisioner.lab import bmc_emulators as bmc
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
 from provisioner.lab.purge import describe, leftovers

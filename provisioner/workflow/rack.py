@@ -10,14 +10,12 @@ failed; hosts already done are skipped, so a re-run resumes where the last one s
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from provisioner.bmc.base import BMC, HostFacts
 from provisioner.deploy.base import DeployBackend, DeployMethod, DeployRequest
@@ -28,7 +26,9 @@ from provisioner.state import DONE_STATES, NodeState, StateStore
 from provisioner.wording import plural
 from provisioner.workflow.ansible_logs import host_log
 from provisioner.workflow.configure import run_playbook
-from provisioner.workflow.ssh import wait_for_ssh
+from provisioner.workflow.discover import facts_to_dict
+from provisioner.workflow.selection import held_in_maintenance
+from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
 
 HostStatus = Literal["ok", "failed", "skipped"]
@@ -91,21 +91,6 @@ class RackResult:
         return [r for r in self.results if r.status == "skipped"]
 
 
-def facts_to_dict(facts: HostFacts) -> dict[str, Any]:
-    """HostFacts as JSON-ready data for the state store."""
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, datetime):
-            return v.isoformat()
-        if isinstance(v, list):
-            return [conv(x) for x in v]
-        if isinstance(v, dict):
-            return {k: conv(x) for k, x in v.items()}
-        return v
-
-    return {k: conv(v) for k, v in dataclasses.asdict(facts).items()}
-
-
 class _HostFailed(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -141,7 +126,7 @@ class RackRunner:
         skipped: list[HostResult] = []
         for h in hosts:
             rec = self.store.get(h.name)
-            if rec.state == NodeState.MAINTENANCE and not self.options.force:
+            if held_in_maintenance(rec, force=self.options.force):
                 skipped.append(HostResult(h.name, "skipped", f"in maintenance: {rec.reason}"))
             elif rec.state in DONE_STATES and not self.options.reimage:
                 skipped.append(HostResult(h.name, "skipped", f"already {rec.state.value}"))
@@ -155,12 +140,11 @@ class RackRunner:
         """The concurrency for ``n`` hosts on this site's uplink."""
         s = self.site.settings
         image_bytes = s.image.size_bytes if s.image else None
-        host_link = float(s.embedded.get("host_link_gbps", 10)) if s.embedded else 10.0
         explicit = self.options.max_parallel or s.max_parallel
         return choose_wave_size(
             n,
             uplink_gbps=s.uplink_gbps,
-            host_link_gbps=host_link,
+            host_link_gbps=self.backend.host_link_gbps(self.site),
             image_bytes=image_bytes,
             explicit=explicit,
             streams=self.backend.image_streams(self.site),

@@ -42,6 +42,7 @@ from provisioner.deploy.embedded.sessions import (
 from provisioner.deploy.embedded.settings import (
     EmbeddedSettings,
     embedded_settings,
+    host_link_gbps,
     max_image_streams,
     state_dir,
 )
@@ -126,6 +127,10 @@ class EmbeddedBackend(DeployBackend):
     def image_streams(self, site: Site) -> int | None:
         """The HTTP server gates image streams to settings.embedded.max_image_streams."""
         return max_image_streams(site)
+
+    def host_link_gbps(self, site: Site) -> float:
+        """settings.embedded.host_link_gbps."""
+        return host_link_gbps(site)
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

@@ -2,6 +2,6 @@
 
 from provisioner.deploy.maas.backend import MAASBackend
 from provisioner.deploy.maas.client import MAASClient
-from provisioner.deploy.maas.plan import HostPlan, MAASPlan
+from provisioner.deploy.maas.dry_run import HostPlan, MAASPlan
 
 __all__ = ["HostPlan", "MAASBackend", "MAASClient", "MAASPlan"]

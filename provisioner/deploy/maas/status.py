@@ -102,3 +102,24 @@ RELEASABLE = frozenset(
         NodeStatus.FAILED_RELEASING,
     }
 )
+
+# States from which the backend starts a commissioning itself.
+COMMISSION_FROM = frozenset(
+    {NodeStatus.NEW, NodeStatus.FAILED_COMMISSIONING, NodeStatus.FAILED_TESTING}
+)
+# States the backend refuses to act on: a person has to look at the machine in MAAS.
+HANDS_OFF = frozenset(
+    {
+        NodeStatus.BROKEN,
+        NodeStatus.MISSING,
+        NodeStatus.RETIRED,
+        NodeStatus.RESERVED,
+        NodeStatus.RESCUE_MODE,
+        NodeStatus.ENTERING_RESCUE_MODE,
+        NodeStatus.EXITING_RESCUE_MODE,
+        NodeStatus.FAILED_ENTERING_RESCUE_MODE,
+        NodeStatus.FAILED_EXITING_RESCUE_MODE,
+        NodeStatus.FAILED_RELEASING,
+        NodeStatus.FAILED_DISK_ERASING,
+    }
+)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
-from provisioner.health.deep import parse_matmul, parse_nvbandwidth, slow_outliers
+from provisioner.health.deep_measure import parse_matmul, parse_nvbandwidth, slow_outliers
 from provisioner.health.errors import ParseError
 from provisioner.health.model import CheckResult, RemedyKind, Status
 

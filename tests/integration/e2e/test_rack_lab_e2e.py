@@ -407,8 +407,8 @@ def _pxe_boot_untargeted(lab: Lab, host: str) -> None:
     # The re-image holds the site's orchestrator lock, so `provision boot/power` are refused
     # (exit 4) meanwhile; drive the BMC directly, like someone at its web console would.
     from provisioner.bmc.base import BootTarget, PowerAction
-    from provisioner.bmc.factory import open_bmc
     from provisioner.inventory import load_site
+    from provisioner.workflow.bmc_access import open_bmc
 
     site = load_site(lab.site_dir)
     bmc = open_bmc(site, site.host(host))

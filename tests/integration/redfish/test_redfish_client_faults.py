@@ -20,7 +20,7 @@ from provisioner.redfish.errors import (
     BMCUnreachable,
 )
 from provisioner.secrets import Secret
-from tests.fixtures.redfish.peers import (
+from provisioner.testing.redfish_peers import (
     fake_system,
     fault_proxy,
     free_port,

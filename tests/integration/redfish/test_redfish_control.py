@@ -16,7 +16,7 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import BMCStateTimeout, BMCUnsupported
 from provisioner.secrets import Secret
-from tests.fixtures.redfish.peers import fake_system, sushy_emulator, write_emulator_config
+from provisioner.testing.redfish_peers import fake_system, sushy_emulator, write_emulator_config
 
 UUID = "9d3c2b1a-1111-4a39-9c1e-5a7d3c2b1a10"
 

@@ -20,8 +20,8 @@ from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import BMCJobFailed, BMCStateTimeout, BMCVerifyFailed
 from provisioner.secrets import Secret
+from provisioner.testing.redfish_peers import sushy_static
 from tests.conftest import corpus_path
-from tests.fixtures.redfish.peers import sushy_static
 
 JOBS = "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs"
 

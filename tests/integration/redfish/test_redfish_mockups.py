@@ -23,8 +23,8 @@ from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import BMCUnsupported, BMCVerifyFailed
 from provisioner.secrets import Secret
+from provisioner.testing.redfish_peers import sushy_static
 from tests.conftest import corpus_path
-from tests.fixtures.redfish.peers import sushy_static
 
 OPTS = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
 

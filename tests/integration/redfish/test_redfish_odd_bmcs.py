@@ -19,7 +19,7 @@ from provisioner.redfish.errors import (
     RedfishError,
 )
 from provisioner.secrets import Secret
-from tests.fixtures.redfish.peers import (
+from provisioner.testing.redfish_peers import (
     fake_system,
     sushy_emulator,
     sushy_static,

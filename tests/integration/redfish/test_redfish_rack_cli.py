@@ -20,11 +20,10 @@ from urllib.parse import urlsplit
 import pytest
 from typer.testing import CliRunner
 
-from provisioner.bmc.factory import open_bmc
 from provisioner.cli.main import app
 from provisioner.inventory import load_site
 from provisioner.state import NodeState, StateStore
-from tests.fixtures.redfish.peers import (
+from provisioner.testing.redfish_peers import (
     fake_system,
     fault_proxy,
     make_tls,
@@ -32,6 +31,7 @@ from tests.fixtures.redfish.peers import (
     sushy_emulator,
     write_emulator_config,
 )
+from provisioner.workflow.bmc_access import open_bmc
 
 USER, PASSWORD = "admin", "rack-Pa55word"
 U1 = "6f9619ff-8b86-d011-b42d-00c04fc96401"

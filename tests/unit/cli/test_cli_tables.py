@@ -10,11 +10,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from provisioner.bmc.base import Drive, HostFacts, NicPort
-from provisioner.bmc.discovery import DiscoveryResult
 from provisioner.cli.bmc_cmds import _discovery_table
 from provisioner.cli.main import app
 from provisioner.cli.tables import Col, fit_table, skew_text
 from provisioner.inventory import load_site
+from provisioner.workflow.discover import DiscoveryResult
 
 REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()

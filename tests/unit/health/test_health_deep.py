@@ -9,7 +9,7 @@ from provisioner.health.checks import run_checks
 from provisioner.health.checks.base import Context, result
 from provisioner.health.collector import Section
 from provisioner.health.config import Expectations, HealthSettings
-from provisioner.health.deep import (
+from provisioner.health.deep_measure import (
     COUNTERS_SCRIPT,
     pair_up,
     parse_ib_write_bw,
@@ -18,7 +18,7 @@ from provisioner.health.deep import (
 )
 from provisioner.health.model import HostReport, RemedyKind, Status
 from provisioner.health.runner import HostPlan, ib_pair_bandwidth
-from provisioner.health.ssh import SshClient, SshResult, SshTarget
+from provisioner.health.ssh_client import SshClient, SshResult, SshTarget
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "health"
 EXP = Expectations(gpus=2, nvswitch=True, ib_ports=1, ib_rate_gbps=400,

@@ -126,7 +126,7 @@ def test_bad_health_settings_name_the_key():
 
 
 def test_ssh_client_missing_is_not_ready(monkeypatch):
-    import provisioner.health.ssh as ssh_mod
+    import provisioner.health.ssh_client as ssh_mod
     from provisioner.exceptions import ExitCode
     from provisioner.health.errors import SshUnavailable
 
@@ -137,7 +137,7 @@ def test_ssh_client_missing_is_not_ready(monkeypatch):
 
 
 def test_ssh_argv_is_non_interactive(tmp_path):
-    from provisioner.health.ssh import SshClient, SshTarget
+    from provisioner.health.ssh_client import SshClient, SshTarget
 
     argv = SshClient(connect_timeout_s=7, options=["ProxyJump=bastion"]).argv(
         SshTarget("h", "10.0.0.5", "provision", 2222, tmp_path / "key", tmp_path / "kh"), "bash -s")

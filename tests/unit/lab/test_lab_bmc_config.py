@@ -7,7 +7,7 @@ from pathlib import Path
 
 import flask
 
-from provisioner.lab.bmc import storage_config, sushy_config
+from provisioner.lab.bmc_emulators import storage_config, sushy_config
 from provisioner.lab.bmc_server import TEMPLATES
 from provisioner.lab.plan import LabPlan
 

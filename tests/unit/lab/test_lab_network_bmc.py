@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from provisioner.exceptions import NotReady
-from provisioner.lab import bmc, network
+from provisioner.lab import bmc_emulators as bmc
+from provisioner.lab import network
 from provisioner.lab.netns import require_lab
 from provisioner.lab.plan import LabPlan
 

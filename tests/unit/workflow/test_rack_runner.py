@@ -2,7 +2,7 @@
 
 The backend here is a scripted in-test implementation of the DeployBackend interface, so that
 the runner's decisions are tested alone and fast; the real backends are tested against real
-peers (tests/integration/deploy, tests/integration/maas, and the lab end-to-end test).
+peers (tests/integration/deploy, tests/integration/deploy/maas, and the lab end-to-end test).
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path)
 
     streams = max_image_streams(site)
     s = site.settings
-    link = float((s.embedded or {}).get("host_link_gbps", 10))
+    link = s.embedded.host_link_gbps if s.embedded else 10.0
     assert streams == max(1, math.floor(s.uplink_gbps * 0.8 / link))
     backend = EmbeddedBackend()
     assert backend.image_streams(site) == streams

@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from provisioner.bmc.discovery import (
+from provisioner.redfish.errors import BMCAuthError, BMCTimeout
+from provisioner.workflow.discover import (
     REASON_BUG,
     DiscoveryTarget,
     default_processes,
     discover_all,
 )
-from provisioner.redfish.errors import BMCAuthError, BMCTimeout
 
 
 def _fail(exc: Exception):

@@ -8,7 +8,7 @@ from pathlib import Path
 from provisioner.deploy.maas.models import BlockDevice, Machine
 from provisioner.deploy.maas.status import LABELS, NodeStatus
 
-FIX = Path(__file__).resolve().parents[2] / "fixtures" / "maas"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "maas"
 
 
 def load(name: str):

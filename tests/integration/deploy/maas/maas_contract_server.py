@@ -38,7 +38,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "maas"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "maas"
 
 STATUS_NAMES = {
     0: "New", 1: "Commissioning", 2: "Failed commissioning", 3: "Missing", 4: "Ready",

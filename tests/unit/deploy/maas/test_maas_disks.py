@@ -11,7 +11,7 @@ from provisioner.deploy.maas.disks import RootDiskNotFound, choose_root_disk
 from provisioner.deploy.maas.models import BlockDevice
 from provisioner.inventory.spec import RootDiskHint
 
-FIX = Path(__file__).resolve().parents[2] / "fixtures" / "maas"
+FIX = Path(__file__).resolve().parents[3] / "fixtures" / "maas"
 DEVS = [BlockDevice.model_validate(d) for d in json.loads((FIX / "blockdevices.json").read_text())]
 
 

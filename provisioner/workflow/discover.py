@@ -9,16 +9,17 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from functools import partial
 from queue import Empty
 from typing import Any
 
 from provisioner.bmc.base import HostFacts
-from provisioner.bmc.factory import open_bmc
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
+from provisioner.workflow.bmc_access import open_bmc
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,18 @@ class DiscoveryResult:
 
 
 def facts_to_dict(facts: HostFacts) -> dict[str, Any]:
-    """HostFacts as JSON-ready data for the state store."""
-    data = asdict(facts)
-    data["bmc_datetime"] = facts.bmc_datetime.isoformat() if facts.bmc_datetime else None
-    return data
+    """HostFacts as JSON-ready data for the state store (every datetime as ISO 8601)."""
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, datetime):
+            return v.isoformat()
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+
+    return {k: conv(v) for k, v in asdict(facts).items()}
 
 
 def discover_one(target: DiscoveryTarget) -> DiscoveryResult:

@@ -12,7 +12,7 @@ from provisioner.deploy.maas.userdata import encode, user_data
 from provisioner.exceptions import CredentialError, DeployError, InventoryError
 from provisioner.inventory import Site, load_site
 
-SITE = Path(__file__).resolve().parents[2] / "fixtures" / "maas" / "site" / "site.yml"
+SITE = Path(__file__).resolve().parents[3] / "fixtures" / "maas" / "site" / "site.yml"
 URL_LINE = "    url: http://maas.example.net:5240/MAAS\n"
 
 
@@ -31,30 +31,48 @@ def test_fixture_settings_are_valid():
 
 
 def test_missing_url_names_file_line_and_key(tmp_path):
-    site = site_with(tmp_path, URL_LINE, "")
+    # the block is typed in the site schema: the site itself does not load
     with pytest.raises(InventoryError) as exc:
-        maas_settings(site)
+        site_with(tmp_path, URL_LINE, "")
     msg = str(exc.value)
     assert "site.yml:" in msg and "[settings.maas.url]" in msg
     assert "missing required key 'url'" in msg
 
 
 def test_plain_api_key_is_refused(tmp_path):
-    site = site_with(tmp_path, "api_key: {env: MAAS_API_KEY}", "api_key: ck:tk:plainsecret")
     with pytest.raises(InventoryError, match="never the key itself") as exc:
-        maas_settings(site)
+        site_with(tmp_path, "api_key: {env: MAAS_API_KEY}", "api_key: ck:tk:plainsecret")
     assert "plainsecret" not in str(exc.value)
     line = 1 + SITE.read_text().splitlines().index("    api_key: {env: MAAS_API_KEY}")
     assert f"{tmp_path / 'site.yml'}:{line} [settings.maas.api_key]" in str(exc.value)
 
 
 def test_unknown_key_and_bad_url(tmp_path):
-    site = site_with(tmp_path, "    storage_layout: flat", "    storage_layuot: flat")
     with pytest.raises(InventoryError, match="unknown key 'storage_layuot'"):
-        maas_settings(site)
-    site = site_with(tmp_path, URL_LINE, "    url: maas:5240\n")
+        site_with(tmp_path, "    storage_layout: flat", "    storage_layuot: flat")
     with pytest.raises(InventoryError, match="is not a URL like"):
+        site_with(tmp_path, URL_LINE, "    url: maas:5240\n")
+
+
+def test_a_maas_site_without_the_block_is_told_so(tmp_path):
+    lines = SITE.read_text().splitlines(keepends=True)
+    start = lines.index("  maas:\n")
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))
+    path = tmp_path / "site.yml"
+    path.write_text("".join(lines[:start] + lines[end:]))
+    site = load_site(path)
+    assert site.settings.maas is None
+    with pytest.raises(InventoryError, match=r"\[settings.maas\].*needs settings.maas"):
         maas_settings(site)
+
+
+def test_host_link_speed_has_one_default_and_is_the_backends_to_tell(tmp_path):
+    from provisioner.settings import DEFAULT_HOST_LINK_GBPS
+
+    site = load_site(SITE)
+    assert MAASBackend().host_link_gbps(site) == DEFAULT_HOST_LINK_GBPS
+    faster = site_with(tmp_path, URL_LINE, URL_LINE + "    host_link_gbps: 25\n")
+    assert MAASBackend().host_link_gbps(faster) == 25.0
 
 
 def test_api_key_from_env_and_file(tmp_path, monkeypatch):

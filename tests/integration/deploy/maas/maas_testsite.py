@@ -11,7 +11,7 @@ from pathlib import Path
 from provisioner.deploy.base import DeployRequest
 from provisioner.inventory import Site
 
-SITE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "maas" / "site" / "site.yml"
+SITE_FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "maas" / "site" / "site.yml"
 BMC_PASSWORD = "Calvin-bmc-Pa55"
 
 

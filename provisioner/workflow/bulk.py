@@ -8,10 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from provisioner.bmc.base import BootTarget, PowerAction, PowerState
-from provisioner.bmc.factory import open_bmc
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
+from provisioner.state import StateStore
+from provisioner.workflow.bmc_access import open_bmc
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,15 @@ def run_on_hosts(
     parallel = max_parallel or site.settings.redfish.max_parallel
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
         return list(pool.map(one, hosts))
+
+
+def record_outcomes(
+    store: StateStore, results: Sequence[ActionResult], kind: str, what: str
+) -> None:
+    """One event per host in its history: ``what`` and ok, or the reason it failed."""
+    for res in results:
+        store.record_event(res.host, kind, f"{what}: " + ("ok" if res.ok else f"{res.reason}"),
+                           {"error": res.error} if res.error else None)
 
 
 def power_operation(action: PowerAction | None, *, wait_s: float = 0.0) -> Operation:

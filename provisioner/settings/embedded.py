@@ -1,0 +1,67 @@
+"""``settings.embedded``: the embedded deploy backend's settings (owned by deploy/embedded/).
+
+The model lives below the inventory so that the site schema can type the block without the
+inventory importing deploy/; the backend's behaviour around it is deploy/embedded/settings.py.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from provisioner.settings import DEFAULT_HOST_LINK_GBPS
+
+
+class AutoinstallSettings(BaseModel):
+    """Ubuntu netboot artefacts for ``method: autoinstall`` (URLs the hosts can reach)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kernel_url: str
+    initrd_url: str
+    iso_url: str
+    extra_args: str = ""
+
+
+class EmbeddedSettings(BaseModel):
+    """Where dnsmasq and the deploy HTTP server run, and how hosts reach them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interface: str  # the provisioning interface dnsmasq binds to
+    server_address: str  # this machine's address on the provisioning network (TFTP next-server)
+    netns: str | None = None  # run dnsmasq inside this network namespace (the lab)
+    http_address: str | None = None  # where hosts reach the HTTP server; default server_address
+    http_port: int = Field(default=8080, ge=0, le=65535)  # 0: any free port
+    http_bind: str | None = None  # address the HTTP server binds; default http_address
+    log_dir: str | None = None  # dnsmasq config/log/leases, TFTP root; default the state dir
+    dhcp_lease_s: int = Field(default=3600, ge=120)
+    dynamic_range: str | None = None  # "a.b.c.d,a.b.c.e": a dynamic pool; none unless asked
+    ramdisk_flavour: str = "cloud-amd64"  # Debian kernel flavour of the deploy ramdisk
+    boot_firmware: Literal["auto", "bios", "uefi"] = "auto"
+    callback_timeout_s: float = Field(default=600.0, gt=0)  # PXE to "started"
+    power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
+    wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
+    # the hosts' provisioning link speed: the workflow sizes waves with it (backend.host_link_gbps)
+    host_link_gbps: float = Field(default=DEFAULT_HOST_LINK_GBPS, gt=0)
+    # Image streams the HTTP server admits at once (beyond: 503 + Retry-After); None: what
+    # fills 80% of settings.uplink_gbps, floor(uplink x 0.8 / host_link_gbps), at least 1.
+    max_image_streams: int | None = Field(default=None, ge=1)
+    # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
+    # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
+    image_retry_after_s: int = Field(default=1, ge=1, le=300)
+    # How long a host's ramdisk keeps asking for a stream before it reports a failure (cut to
+    # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
+    # says why before the orchestrator stops waiting).
+    image_wait_s: float = Field(default=7200.0, gt=0)
+    autoinstall: AutoinstallSettings | None = None
+
+    def public_http(self, port: int | None = None) -> str:
+        """Base URL of the HTTP server as the hosts see it (``port``: the one actually bound)."""
+        return f"http://{self.http_address or self.server_address}:{port or self.http_port}"
+
+    @property
+    def bind_address(self) -> str:
+        """Address the HTTP server listens on."""
+        return self.http_bind or self.http_address or self.server_address

@@ -1,0 +1,85 @@
+"""The lazy CLI shell: what a command imports, and that its listing says what the commands say.
+
+Start-up time itself is measured by benchmarks/startup.py; here only the import sets, which is
+what makes it fast, are asserted (in a fresh interpreter, as a user runs the command).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli.main import COMMANDS, load_commands
+
+REPO = Path(__file__).resolve().parents[3]
+# help_style: --help shows metavars (SITE, N) for whichever command is loaded.
+SHELL = {"provisioner", "provisioner.cli", "provisioner.cli.main", "provisioner.cli.help_style"}
+
+PROBE = """
+import json, sys
+from provisioner.cli.main import main
+sys.argv = ["provision", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+mods = sorted(m for m in sys.modules if m.split(".")[0] in ("provisioner", "cabling"))
+sys.stderr.write("\\nMODULES " + json.dumps(mods) + "\\n")
+"""
+
+
+def imported_by(*argv: str) -> set[str]:
+    """The provisioner and cabling modules a fresh interpreter holds after ``provision argv``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+    res = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=120)
+    line = next(x for x in res.stderr.splitlines() if x.startswith("MODULES "))
+    assert res.stdout, res.stderr  # the command really printed its help
+    return set(json.loads(line.removeprefix("MODULES ")))
+
+
+def test_root_help_loads_only_the_shell() -> None:
+    assert imported_by("--help") == SHELL
+
+
+def test_cabling_loads_cabling_and_no_provisioner_module_but_the_shell() -> None:
+    mods = imported_by("cabling", "--help")
+    assert "cabling.cli" in mods
+    assert {m for m in mods if m.startswith("provisioner")} == SHELL
+
+
+def test_a_command_loads_its_own_module_only() -> None:
+    mods = imported_by("status", "--help")
+    assert "provisioner.cli.state_cmds" in mods
+    others = {lazy.module for lazy in COMMANDS.values()} - {"provisioner.cli.state_cmds"}
+    assert not mods & others
+    assert not any(m.startswith(("provisioner.deploy", "provisioner.health", "cabling"))
+                   for m in mods)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_listed_help_is_the_commands_own(name: str) -> None:
+    real = load_commands(name)[name]
+    first = inspect.cleandoc(real.help or "").split("\n\n")[0].replace("\n", " ").strip()
+    assert COMMANDS[name].help == first
+
+
+def test_every_registered_command_is_listed() -> None:
+    for name in COMMANDS:
+        assert set(load_commands(name)) <= set(COMMANDS), name
+
+
+def test_a_mistyped_command_still_gets_a_suggestion() -> None:
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    res = CliRunner().invoke(app, ["stauts"])
+    assert res.exit_code == 2
+    assert "Did you mean 'status'?" in res.output
