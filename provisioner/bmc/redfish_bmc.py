@@ -5,17 +5,29 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
-from provisioner.bmc.base import BootTarget, HostFacts, NicPort, PowerAction, PowerState
+from provisioner.bmc.base import (
+    LOCATION_EMBEDDED,
+    LOCATION_SLOT,
+    LOCATION_USB,
+    ONBOARD_LOCATIONS,
+    BootTarget,
+    HostFacts,
+    NicPort,
+    PowerAction,
+    PowerState,
+)
 from provisioner.bmc.nic_select import (
+    NicChoice,
     NicRuleLike,
     ProvisioningNicError,
+    explain_selection,
     pinned_port,
-    select_provisioning_nic,
 )
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
@@ -46,15 +58,17 @@ RESET_CHOICES: dict[PowerAction, tuple[str, ...]] = {
 }
 DEFAULT_RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart")
 NETWORK_TARGETS = (BootTarget.PXE, BootTarget.HTTP)
+# Redfish ChassisType values of a whole machine (identity may come from one), not a part of it.
+ENCLOSURE_TYPES = frozenset({
+    "RackMount", "Rack", "Enclosure", "StandAlone", "Shelf", "Drawer", "Sled", "Blade",
+    "Tower", "Desktop", "Expansion", "Pod", "Card", "Cartridge", "Other",
+})
 
 
 class RedfishBMC:
     """A host's BMC spoken to over Redfish, following the DMTF schema with no vendor quirks."""
 
     vendor: ClassVar[str] = "generic"
-    # Read Chassis NetworkAdapters even when EthernetInterfaces lists ports (Dell keeps link
-    # state and InfiniBand functions only there).
-    always_read_network_adapters: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -79,6 +93,8 @@ class RedfishBMC:
         self._system_at = 0.0
         self._nics: list[NicPort] | None = None
         self._ib_ports: list[dict[str, Any]] = []
+        self._host_chassis: list[tuple[str, dict[str, Any]]] | None = None
+        self._boot_options: list[dict[str, Any]] | None = None
         self.warnings: list[str] = []
 
     @property
@@ -410,83 +426,268 @@ class RedfishBMC:
         return rp.link_list(self.client.get(collection).get("Members"))
 
     def _optional(self, what: str, func: Callable[[], Any], default: Any) -> Any:
-        """Run a read of an optional resource; a failure is a warning, not a failed host."""
+        """Run a read of an optional resource; a failure is a warning naming it, not a failed host."""
         try:
             return func()
         except FATAL:
             raise
         except RedfishError as exc:
-            if not isinstance(exc, BMCNotFound):
-                self.warnings.append(f"{what}: {exc}")
+            self.warnings.append(f"{what}: {exc}")
             return default
 
+    def _read(self, path: str, what: str) -> dict[str, Any] | None:
+        """GET an optional resource; a failure is a warning naming its path."""
+        result: dict[str, Any] | None = self._optional(
+            f"{what} {path} not read", partial(self.client.get, path), None)
+        return result
+
+    def _each_member(self, collection: str, what: str) -> list[dict[str, Any]]:
+        """The members of a collection; one that fails to read is a warning, the others stay."""
+        try:
+            return self.client.members(collection)
+        except FATAL:
+            raise
+        except RedfishError:
+            pass  # a member (or the expanded read) failed: read them one by one
+        body = self._read(collection, what)
+        out: list[dict[str, Any]] = []
+        for link in rp.link_list((body or {}).get("Members")):
+            member = self._read(link, what)
+            if member is not None:
+                out.append(member)
+        return out
+
+    def host_chassis(self) -> list[tuple[str, dict[str, Any]]]:
+        """The System's chassis, then every other chassis that holds its parts.
+
+        GB200 and BlueField BMCs link the System to a BMC board chassis only; the NICs sit on
+        IO boards, risers and the card chassis, which name the System in Links.ComputerSystems
+        (or name no system at all). Chassis that belong to another System (a GPU baseboard)
+        are left out.
+        """
+        if self._host_chassis is not None:
+            return self._host_chassis
+        me = self.system_path().rstrip("/")
+        linked = rp.link_list((self.system().get("Links") or {}).get("Chassis"))
+        collection = rp.odata_id(self.client.root.get("Chassis"))
+        listed = rp.link_list(((collection and self._read(collection, "Chassis")) or {})
+                              .get("Members")) if collection else []
+        out: list[tuple[str, dict[str, Any]]] = []
+        for path in dict.fromkeys([*linked, *listed]):
+            chassis = self._read(path, "chassis")
+            if chassis is None:
+                continue
+            systems = [s.rstrip("/") for s in
+                       rp.link_list((chassis.get("Links") or {}).get("ComputerSystems"))]
+            if path in linked or me in systems or not systems:
+                out.append((path, chassis))
+        self._host_chassis = out
+        return out
+
+    def _top_chassis(self) -> dict[str, Any] | None:
+        """The enclosure of the host: a chassis naming the System, contained by nothing, of an
+        enclosing ChassisType (a GB200 tray's ``Shelf``, a DPU's ``Card``), not a component."""
+        me = self.system_path().rstrip("/")
+        for _path, chassis in self.host_chassis():
+            links = chassis.get("Links") or {}
+            systems = [s.rstrip("/") for s in rp.link_list(links.get("ComputerSystems"))]
+            if (me in systems and not rp.odata_id(links.get("ContainedBy"))
+                    and str(chassis.get("ChassisType") or "") in ENCLOSURE_TYPES):
+                return chassis
+        return None
+
     def read_nics(self) -> list[NicPort]:
-        """Every Ethernet port (EthernetInterfaces, completed/replaced by NetworkAdapters)."""
+        """Every Ethernet port: EthernetInterfaces, NetworkAdapters of every chassis of the host
+        and the firmware's network BootOptions, merged per MAC with the facts each gives."""
         if self._nics is not None:
             return self._nics
         system = self.system()
         primary: list[NicPort] = []
         link = rp.odata_id(system.get("EthernetInterfaces"))
         if link:
-            members = self._optional("EthernetInterfaces", lambda: self.client.members(link), [])
+            members = self._each_member(link, "EthernetInterface")
             primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
-        secondary: list[NicPort] = []
-        if self.always_read_network_adapters or not primary:
-            secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
-        self._nics = rp.merge_nics(primary, secondary)
+        secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
+        ports = rp.merge_nics(primary, secondary)
+        ports = self._with_boot_options(ports)
+        ports = self.annotate_ports(ports)
+        ports = [rp.location_from_id(p) for p in ports]
+        ib_macs = {str(p.get("mac")) for p in self._ib_ports if p.get("mac")}
+        self._nics = [
+            replace(p, excluded="an InfiniBand function of a VPI adapter")
+            if p.mac in ib_macs and not p.excluded else p
+            for p in ports
+        ]
         return self._nics
+
+    def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
+        """Vendor hook: add facts only an OEM resource gives (HPE BaseNetworkAdapters...)."""
+        return ports
+
+    def boot_options(self) -> list[dict[str, Any]]:
+        """The System's BootOptions (UEFI firmware's own boot entries), in BootOrder."""
+        if self._boot_options is not None:
+            return self._boot_options
+        boot = self.system().get("Boot") or {}
+        link = rp.odata_id(boot.get("BootOptions"))
+        options = self._each_member(link, "BootOption") if link else []
+        order = [str(o) for o in boot.get("BootOrder") or []]
+        rank = {ref: i for i, ref in enumerate(order)}
+        options.sort(key=lambda o: rank.get(str(o.get("BootOptionReference") or o.get("Id")),
+                                            len(rank)))
+        self._boot_options = options
+        return options
+
+    def _with_boot_options(self, ports: list[NicPort]) -> list[NicPort]:
+        """Mark ports the firmware can network-boot from; with no other source, the BootOptions'
+        MACs are the ports (GB200 lists host NICs nowhere else)."""
+        entries: dict[str, list[str]] = {}
+        usb: set[str] = set()
+        first: dict[str, dict[str, Any]] = {}
+        for option in self.boot_options():
+            found = rp.boot_option_entry(option)
+            if found is None:
+                continue
+            mac, label, over_usb = found
+            entries.setdefault(mac, []).append(label)
+            first.setdefault(mac, option)
+            if over_usb:
+                usb.add(mac)
+        out = [replace(p, boot_options=tuple(entries.get(p.mac, ()))) if p.mac in entries
+               else p for p in ports]
+        if not out:
+            for mac, labels in entries.items():
+                option = first[mac]
+                out.append(NicPort(
+                    id=mac.replace(":", "").upper(),  # the firmware names the port by MAC only
+                    mac=mac,
+                    name=_text(option.get("DisplayName")),
+                    source=str(option.get("@odata.id") or ""),
+                    boot_options=tuple(labels),
+                ))
+        return [
+            replace(p, location=LOCATION_USB, location_from="BootOption UEFI path USB(...)",
+                    onboard=False,
+                    excluded="a USB network device (the BMC's host interface or a dongle)")
+            if p.mac in usb and p.location is None else p
+            for p in out
+        ]
+
+    def _pcie_slots(self, chassis: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """PCIe device URI -> the PCIeSlots entry holding it."""
+        link = rp.odata_id(chassis.get("PCIeSlots"))
+        body = self._read(link, "PCIeSlots") if link else None
+        out: dict[str, dict[str, Any]] = {}
+        for slot in (body or {}).get("Slots") or []:
+            if isinstance(slot, dict):
+                for device in rp.link_list((slot.get("Links") or {}).get("PCIeDevice")):
+                    out[device.rstrip("/")] = slot
+        return out
+
+    def _adapter_location(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
+                          on_card: str | None) -> tuple[str, str, str | None] | None:
+        """Where an adapter sits, from the most specific Redfish statement available."""
+        where = str(adapter.get("@odata.id") or adapter.get("Id") or "adapter")
+        found = rp.part_location(adapter, where)
+        devices: list[str] = []
+        for index, controller in enumerate(adapter.get("Controllers") or []):
+            if not isinstance(controller, dict):
+                continue
+            found = found or rp.part_location(controller, f"{where} Controllers[{index}]")
+            devices += rp.link_list((controller.get("Links") or {}).get("PCIeDevices"))
+        named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
+        for device_path in devices:
+            device = self._read(device_path, "PCIeDevice") or {}
+            by_device = rp.device_location(device)
+            slot = slots.get(device_path.rstrip("/"))
+            by_slot = rp.slot_location(slot, f"{where} PCIeSlots entry") if slot else None
+            for candidate in (by_device, by_slot):
+                if candidate and (found is None or (found[0] == LOCATION_SLOT
+                                                    and candidate[0] != LOCATION_SLOT)):
+                    found = candidate
+            if found is None and slot is not None:
+                found = self.unlabelled_slot_location(slot, device_path)
+        if named in ONBOARD_LOCATIONS and (found is None or found[0] == LOCATION_SLOT):
+            label = found[2] if found else None
+            found = (named, f"{where} Model/Name {adapter.get('Model') or adapter.get('Name')!r}",
+                     label)
+        if found is None and on_card:
+            found = (LOCATION_EMBEDDED, on_card, None)
+        return found
+
+    def unlabelled_slot_location(self, slot: dict[str, Any], device: str
+                                 ) -> tuple[str, str, str | None] | None:
+        """Vendor hook: what a PCIeSlots entry with no location or type means."""
+        return None
 
     def _adapter_ports(self) -> list[NicPort]:
         out: list[NicPort] = []
         self._ib_ports = []
-        for chassis_path in self._chassis_paths():
-            chassis = self.client.get(chassis_path)
+        top = self._top_chassis()
+        on_card = None
+        if top is not None and str(top.get("ChassisType") or "") == "Card":
+            # The host is itself a card (a DPU): every port it has is on its board.
+            on_card = f"host chassis {top.get('@odata.id')} ChassisType Card"
+        for _chassis_path, chassis in self.host_chassis():
             adapters_link = rp.odata_id(chassis.get("NetworkAdapters"))
             if not adapters_link:
                 continue
-            for adapter in self.client.members(adapters_link):
-                adapter_id = str(adapter.get("Id") or "")
-                functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
-                ports_link = rp.odata_id(adapter.get("Ports")) or rp.odata_id(
-                    adapter.get("NetworkPorts")
-                )
-                ports: dict[str, dict[str, Any]] = {}
-                if ports_link:
-                    for member in self.client.members(ports_link):
-                        ports[str(member.get("@odata.id") or "").rstrip("/")] = member
-                if not functions_link:
-                    continue
-                for function in self.client.members(functions_link):
-                    port_link = rp.function_port_link(function)
-                    port: dict[str, Any] | None = (
-                        ports.get(port_link.rstrip("/")) if port_link else None
-                    )
-                    if rp.is_infiniband(function, port, adapter_id):
-                        self._ib_ports.append({
-                            "id": function.get("Id"),
-                            "adapter": adapter_id,
-                            "link": (port or {}).get("LinkStatus"),
-                            "speed_mbps": (port or {}).get("CurrentLinkSpeedMbps"),
-                        })
-                        continue
-                    nic = rp.parse_device_function(function, port, adapter_id)
-                    if nic:
-                        out.append(nic)
+            slots = self._pcie_slots(chassis)
+            for adapter in self._each_member(adapters_link, "NetworkAdapter"):
+                out.extend(self._read_adapter(adapter, slots, on_card))
+        return out
+
+    def _read_adapter(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
+                      on_card: str | None) -> list[NicPort]:
+        adapter_id = str(adapter.get("Id") or "")
+        functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
+        ports: dict[str, dict[str, Any]] = {}
+        # Both collections: a function may name a member of either (XCC fills both).
+        for key in ("Ports", "NetworkPorts"):
+            ports_link = rp.odata_id(adapter.get(key))
+            if ports_link:
+                for member in self._each_member(ports_link, "adapter port"):
+                    ports[str(member.get("@odata.id") or "").rstrip("/")] = member
+        if not functions_link:
+            return []
+        location = self._adapter_location(adapter, slots, on_card)
+        vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
+                                      _text(adapter.get("Model"))) if t) or None
+        out: list[NicPort] = []
+        for function in self._each_member(functions_link, "NetworkDeviceFunction"):
+            port = next((ports[link] for link in rp.function_port_links(function)
+                         if link in ports), None)
+            if rp.is_infiniband(function, port, adapter_id):
+                eth = function.get("Ethernet") or {}
+                self._ib_ports.append({
+                    "id": function.get("Id"),
+                    "adapter": adapter_id,
+                    "link": (port or {}).get("LinkStatus"),
+                    "speed_mbps": (port or {}).get("CurrentLinkSpeedMbps"),
+                    "mac": rp.norm_mac(eth.get("PermanentMACAddress"))
+                    or rp.norm_mac(eth.get("MACAddress")),
+                })
+                continue
+            nic = rp.parse_device_function(function, port, adapter_id)
+            if nic:
+                out.append(rp.with_location(replace(nic, vendor=vendor), location))
         return out
 
     def read_drives(self) -> list[Any]:
-        """Drives from Storage (or SimpleStorage on older BMCs)."""
+        """Drives from Storage (or SimpleStorage on older BMCs); an unreadable one warns."""
         system = self.system()
         drives = []
         storage_link = rp.odata_id(system.get("Storage"))
         if storage_link:
-            for storage in self.client.members(storage_link):
+            for storage in self._each_member(storage_link, "Storage"):
                 for drive_link in rp.link_list(storage.get("Drives")):
-                    drives.append(rp.parse_drive(self.client.get(drive_link)))
+                    drive = self._read(drive_link, "drive")
+                    if drive is not None:
+                        drives.append(rp.parse_drive(drive))
         if not drives:
             simple_link = rp.odata_id(system.get("SimpleStorage"))
             if simple_link:
-                for simple in self.client.members(simple_link):
+                for simple in self._each_member(simple_link, "SimpleStorage"):
                     drives.extend(rp.parse_simple_storage(simple))
         return drives
 
@@ -511,10 +712,12 @@ class RedfishBMC:
         # Opening the BMC has just read the System; a second read would cost a round trip.
         system = self.system(max_age_s=5.0)
         self._nics = None  # link states change: read the ports again
+        self._boot_options = None
+        identity = self.identity()
         facts = HostFacts(
-            manufacturer=_text(system.get("Manufacturer")),
-            model=_text(system.get("Model")),
-            serial=_text(system.get("SerialNumber")),
+            manufacturer=identity["manufacturer"][0],
+            model=identity["model"][0],
+            serial=identity["serial"][0],
             uuid=_text(system.get("UUID")),
             power_state=_text(system.get("PowerState")),
             bios_version=_text(system.get("BiosVersion")),
@@ -545,11 +748,51 @@ class RedfishBMC:
                 "allowed_boot_targets": self.allowed_boot_targets(),
                 "reset_types": self._optional("ResetTypes", self.reset_types, []),
                 "infiniband_ports": list(self._ib_ports),
+                "identity_from": {k: v[1] for k, v in identity.items() if v[1]},
                 "warnings": [*self.client.warnings, *self.warnings],
                 "requests": self.client.requests_made,
             }
         )
         return facts
+
+    def identity(self) -> dict[str, tuple[str | None, str | None]]:
+        """Manufacturer, model and serial, each with the resource it came from.
+
+        The System's own values first; a GB200 tray's System has none, so the enclosing chassis
+        (the one naming the System, contained by nothing), then a GPU baseboard System
+        (NVIDIA ``HGX_Baseboard_*``) are asked.
+        """
+        keys = {"manufacturer": "Manufacturer", "model": "Model", "serial": "SerialNumber"}
+        sources: list[tuple[str, dict[str, Any]]] = [(self.system_path(), self.system())]
+        out: dict[str, tuple[str | None, str | None]] = {k: (None, None) for k in keys}
+
+        def fill() -> bool:
+            for key, prop in keys.items():
+                if out[key][0] is None:
+                    for path, resource in sources:
+                        value = _identity_text(resource.get(prop))
+                        if value:
+                            out[key] = (value, path)
+                            break
+            return all(v[0] for v in out.values())
+
+        if fill():
+            return out
+        top = self._optional("chassis", self._top_chassis, None)
+        if top is not None:
+            sources.append((str(top.get("@odata.id") or "chassis"), top))
+        for path in self._other_systems():
+            other = self._read(path, "System")
+            if other is not None:
+                sources.append((path, other))
+        fill()
+        return out
+
+    def _other_systems(self) -> list[str]:
+        collection = rp.odata_id(self.client.root.get("Systems")) or "/redfish/v1/Systems"
+        body = self._read(collection, "Systems") or {}
+        me = self.system_path().rstrip("/")
+        return [m for m in rp.link_list(body.get("Members")) if m.rstrip("/") != me]
 
     def provisioning_port(self) -> NicPort:
         """The port that network-boots: the host's pinned MAC, else the profile's rule."""
@@ -558,11 +801,30 @@ class RedfishBMC:
             return pinned_port(nics, self.provisioning_mac)
         if self.nic_rule is None:
             raise BMCUnsupported("no provisioning NIC rule for this host", bmc=self.name)
-        return select_provisioning_nic(nics, self.nic_rule)
+        choice = explain_selection(nics, self.nic_rule)
+        if choice.port is None:
+            raise choice.error or ProvisioningNicError("no port matches", candidates=nics)
+        self.warnings.extend(w for w in choice.warnings if w not in self.warnings)
+        return choice.port
+
+    def explain_nic(self) -> NicChoice | None:
+        """Every port judged against the host's NIC rule (None when no rule applies)."""
+        if self.nic_rule is None:
+            return None
+        return explain_selection(self.read_nics(), self.nic_rule)
 
     def close(self) -> None:
         """Log out of the BMC."""
         self.client.close()
+
+
+def _identity_text(value: Any) -> str | None:
+    """An identity value, treating the placeholders BMCs fill unknown fields with as absent."""
+    text = _text(value)
+    if text is None or text.upper() in {"N/A", "NA", "NONE", "NULL", "UNKNOWN", "0",
+                                        "TO BE FILLED BY O.E.M."}:
+        return None
+    return text
 
 
 def _text(value: Any) -> str | None:
