@@ -215,6 +215,58 @@ def select_provisioning_nic(ports: Sequence[NicPort], rule: NicRuleLike) -> NicP
     return choice.port
 
 
+def port_facts(port: NicPort) -> dict[str, object]:
+    """The facts of a port a NIC rule looks at, JSON-ready (for --explain)."""
+    return {
+        "id": port.id,
+        "mac": port.mac,
+        "name": port.name,
+        "link": port.link,
+        "speed_mbps": port.speed_mbps,
+        "onboard": port.onboard,
+        "location": port.location,
+        "location_from": port.location_from,
+        "pcie_slot": port.pcie_slot,
+        "vendor": port.vendor,
+        "boot_options": list(port.boot_options),
+        "excluded": port.excluded,
+        "source": port.source,
+    }
+
+
+def choice_to_dict(choice: NicChoice) -> dict[str, object]:
+    """A NicChoice as JSON-ready data: the rule, the chosen MAC, and each port's verdict."""
+    return {
+        "rule": choice.rule,
+        "chosen": choice.port.mac if choice.port else None,
+        "warnings": list(choice.warnings),
+        "error": choice.error.message if choice.error else None,
+        "hint": choice.error.hint if choice.error else None,
+        "ports": [
+            {**port_facts(v.port), "chosen": v.chosen, "why_not": list(v.reasons)}
+            for v in choice.verdicts
+        ],
+    }
+
+
+def explain_pinned(ports: Sequence[NicPort], mac: str) -> dict[str, object]:
+    """Like choice_to_dict for a host whose provisioning_mac the site file pins."""
+    wanted = mac.strip().lower().replace("-", ":")
+    found = any(p.mac == wanted for p in ports)
+    return {
+        "rule": f"provisioning_mac={wanted} (site file)",
+        "chosen": wanted if found else None,
+        "warnings": [],
+        "error": None if found else f"provisioning_mac {wanted} is not among the host's ports",
+        "hint": None if found else "correct provisioning_mac for this host, or remove it",
+        "ports": [
+            {**port_facts(p), "chosen": p.mac == wanted,
+             "why_not": [] if p.mac == wanted else ["not the pinned provisioning_mac"]}
+            for p in sorted(ports, key=lambda p: _natural_key(p.id))
+        ],
+    }
+
+
 def pinned_port(ports: Sequence[NicPort], mac: str) -> NicPort:
     """The port with the MAC pinned in the site file (provisioning_mac); raise if absent."""
     wanted = mac.strip().lower().replace("-", ":")

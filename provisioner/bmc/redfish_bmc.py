@@ -23,11 +23,13 @@ from provisioner.bmc.base import (
     PowerState,
 )
 from provisioner.bmc.nic_select import (
-    NicChoice,
     NicRuleLike,
     ProvisioningNicError,
+    choice_to_dict,
+    explain_pinned,
     explain_selection,
     pinned_port,
+    port_facts,
 )
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
@@ -508,7 +510,7 @@ class RedfishBMC:
             members = self._each_member(link, "EthernetInterface")
             primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
         secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
-        ports = rp.merge_nics(primary, secondary)
+        ports = rp.unique_ids(rp.merge_nics(primary, secondary))
         ports = self._with_boot_options(ports)
         ports = self.annotate_ports(ports)
         ports = [rp.location_from_id(p) for p in ports]
@@ -740,6 +742,9 @@ class RedfishBMC:
                 facts.provisioning_mac = self.provisioning_port().mac
             except ProvisioningNicError as exc:  # the caller reports it per host
                 facts.extra["provisioning_nic_error"] = exc.message
+                if exc.hint:
+                    facts.extra["provisioning_nic_hint"] = exc.hint
+            facts.extra["nic_explain"] = self.nic_explanation()
         facts.extra.update(
             {
                 "vendor": self.vendor,
@@ -807,11 +812,16 @@ class RedfishBMC:
         self.warnings.extend(w for w in choice.warnings if w not in self.warnings)
         return choice.port
 
-    def explain_nic(self) -> NicChoice | None:
-        """Every port judged against the host's NIC rule (None when no rule applies)."""
+    def nic_explanation(self) -> dict[str, Any]:
+        """Each port's facts and why the host's NIC rule chose it or not (for --explain)."""
+        nics = self.read_nics()
+        if self.provisioning_mac:
+            return explain_pinned(nics, self.provisioning_mac)
         if self.nic_rule is None:
-            return None
-        return explain_selection(self.read_nics(), self.nic_rule)
+            return {"rule": None, "chosen": None, "warnings": [], "error": None,
+                    "hint": "give the host's profile a provisioning_nic rule",
+                    "ports": [{**port_facts(p), "chosen": False, "why_not": []} for p in nics]}
+        return choice_to_dict(explain_selection(nics, self.nic_rule))
 
     def close(self) -> None:
         """Log out of the BMC."""

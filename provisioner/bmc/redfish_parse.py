@@ -341,6 +341,21 @@ def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort
     return out
 
 
+def unique_ids(ports: list[NicPort]) -> list[NicPort]:
+    """Ports whose Id another port shares get their adapter's Id in front ("slot3/1"): many
+    BMCs number device functions per adapter, and a rule's port_id must name one port."""
+    counts: dict[str, int] = {}
+    for port in ports:
+        counts[port.id] = counts.get(port.id, 0) + 1
+    out = []
+    for port in ports:
+        found = re.search(r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/", port.source)
+        if counts[port.id] > 1 and found:
+            port = replace(port, id=f"{found.group(1)}/{port.id}")
+        out.append(port)
+    return out
+
+
 def parse_drive(drive: dict[str, Any]) -> Drive:
     """A Redfish Drive resource."""
     wwn = None
