@@ -27,8 +27,9 @@ def explain_table(host: str, explain: dict[str, Any]) -> Table:
         boot = "yes" if port.get("boot_options") else "-"
         if port.get("chosen"):
             verdict = "[green]chosen[/]"
-        else:
-            verdict = "; ".join(port.get("why_not") or []) or "-"
+        else:  # the sources of each fact follow the table: keep the cell short
+            verdict = "; ".join(r.split(", from ")[0] + (")" if ", from " in r else "")
+                                for r in port.get("why_not") or []) or "-"
         table.add_row(str(port.get("id")), str(port.get("mac")), where,
                       str(port.get("link")), boot, verdict)
     return table
@@ -48,7 +49,9 @@ def print_explanation(out: Console, err: Console, host: str, explain: dict[str, 
         if port.get("excluded"):
             facts.append(f"excluded: {port['excluded']}")
         if facts:
-            out.print(f"  {port.get('id')}: " + "; ".join(facts), soft_wrap=True)
+            out.print(f"{port.get('id')}:", soft_wrap=False)
+            for fact in facts:
+                out.print(f"  {fact}", soft_wrap=False, overflow="fold")
     for warning in explain.get("warnings") or []:
         err.print(f"[yellow]{host}[/] warning: {warning}")
     if explain.get("error"):
