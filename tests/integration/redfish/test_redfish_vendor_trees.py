@@ -38,6 +38,11 @@ TREES = {
     "gb200": "nvidia-gb200-nvl-tray-libredfish",
     "dell-2dpu": "dell-idrac9-r750-two-dpu-libredfish",
     "hpe": "hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish",
+    "gh200": "nvidia-gh200-libredfish",
+    "dl325": "hpe-ilo5-proliant-dl325-gen10plus-csm",
+    "xl675d": "hpe-ilo5-proliant-xl675d-gen10plus-a100-csm",
+    "gigabyte": "gigabyte-h262-z63-ami-csm",
+    "intel": "intel-s2600bpb-csm",
     "split": "project-split-chassis",
     "bootonly": "project-bootoptions-only",
 }
@@ -111,6 +116,20 @@ IDENTITY = {
             {"50:7c:6f:11:f2:a6", "50:7c:6f:11:f2:a7", "50:7c:6f:11:f2:a8",
              "50:7c:6f:11:f2:a9", "88:e9:a4:87:42:c8", "88:e9:a4:80:9d:a2",
              "b8:3f:d2:d7:f7:4a"}),
+    # No enclosure chassis and no model anywhere: what the baseboard System says.
+    "gh200": (NvidiaBMC, "NVIDIA", None, "1580924760074",
+              {"f0:b2:b9:0b:fc:9e", "f0:b2:b9:0b:fc:9f", "a0:88:c2:c7:a3:ce",
+               "a0:88:c2:c7:b3:7e", "58:a2:e1:bb:b1:0e", "58:a2:e1:bb:b1:0f",
+               "26:c7:6d:da:e8:24"}),
+    "dl325": (HpeBMC, "HPE", "ProLiant DL325 Gen10 Plus", "MXQ019020B",
+              {"94:40:c9:5c:86:bc", "94:40:c9:5c:86:bd", "14:02:ec:d9:3a:a0",
+               "14:02:ec:d9:3a:a1"}),
+    "xl675d": (HpeBMC, "HPE", "ProLiant XL675d Gen10 Plus", "JS05NP0896",
+               {"98:03:9b:7f:c3:38", "98:03:9b:1e:de:fc", "b4:96:91:67:d8:e8",
+                "b4:96:91:67:d8:e9", "b4:96:91:67:d8:ea", "b4:96:91:67:d8:eb"}),
+    "gigabyte": (RedfishBMC, "GIGABYTE", "H262-Z63-00", "GJG9NF512A000302",
+                 {"b4:2e:99:ba:de:15", "b4:2e:99:ba:de:16"}),
+    "intel": (RedfishBMC, "Intel Corporation", "S2600BPB", "QSBP74100021", set()),
     "split": (RedfishBMC, "Example Systems", "EX-8GPU", "PRJ0001A",
               {"02:00:5e:10:00:01", "02:00:5e:10:00:02", "02:00:5e:20:00:01"}),
     "bootonly": (RedfishBMC, "Example Systems", "EX-TRAY", "PRJTRAY0",
@@ -223,6 +242,31 @@ def test_hpe_ocp_port_from_base_network_adapters_with_unknown_link(tmp_path):
     assert ports["50:7c:6f:11:f2:a6"]["link"] == "unknown"
     assert ports["88:e9:a4:87:42:c8"]["excluded"] == "an InfiniBand function of a VPI adapter"
     assert any("no link state" in w for w in facts.extra["warnings"])
+
+
+def test_hpe_dl325_ocp_port_with_link_up(tmp_path):
+    _bmc, facts = discover(tree("dl325"), tmp_path)
+    assert facts.provisioning_mac == "14:02:ec:d9:3a:a0"  # OCP slot 10 port 1, up
+    ports = explained(facts)
+    assert ports["94:40:c9:5c:86:bc"]["why_not"][0].startswith("not onboard (slot")
+    assert ports["14:02:ec:d9:3a:a1"]["why_not"] == ["link down"]
+
+
+def test_hpe_xl675d_has_only_add_in_nics_so_the_rule_refuses_and_first_up_works(tmp_path):
+    _bmc, facts = discover(tree("xl675d"), tmp_path)
+    assert facts.provisioning_mac is None
+    assert "{rule: first-up}" in facts.extra["provisioning_nic_hint"]
+    _bmc, facts = discover(tree("xl675d"), tmp_path, FIRST_UP)
+    assert facts.provisioning_mac == "98:03:9b:7f:c3:38"
+
+
+def test_gigabyte_ports_without_location_or_link_are_named_in_the_refusal(tmp_path):
+    _bmc, facts = discover(tree("gigabyte"), tmp_path)
+    assert facts.provisioning_mac is None
+    assert "{port_id: 1}" in facts.extra["provisioning_nic_hint"]  # Lan1, PXE entry exists
+    _bmc, facts = discover(tree("gigabyte"), tmp_path, FIRST_UP)
+    assert facts.provisioning_mac == "b4:2e:99:ba:de:15"
+    assert any("reports no link state" in w for w in facts.extra["warnings"])
 
 
 # -- the project's own layouts ------------------------------------------------------------

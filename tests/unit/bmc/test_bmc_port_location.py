@@ -80,3 +80,22 @@ def test_location_facts_merge_and_ids_stay_unique():
     merged = rp.unique_ids(rp.merge_nics([primary], [adapter, other]))
     assert [(p.id, p.link_up, p.location, p.onboard) for p in merged] == [
         ("1", True, "ocp", True), ("b/1", None, "slot", False)]
+
+
+def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
+    # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
+    # (a VIC in PCIe slot 1) and "MLOM.0" (the modular LOM), no LinkStatus at all.
+    from provisioner.bmc.nic_select import explain_selection
+    from provisioner.inventory import NicRule
+
+    raw = [{"Id": "1.0", "MACAddress": "02:00:5e:40:00:10"},
+           {"Id": "MLOM.0", "MACAddress": "02:00:5e:40:00:20"},
+           {"Id": "MLOM.1", "MACAddress": "02:00:5e:40:00:21"}]
+    ports = [rp.location_from_id(p) for p in
+             (rp.parse_ethernet_interface(r) for r in raw) if p]
+    by_id = {p.id: p for p in ports}
+    assert by_id["MLOM.0"].onboard is True and by_id["MLOM.0"].location == "embedded"
+    assert by_id["MLOM.0"].link == "unknown" and by_id["1.0"].onboard is None
+    choice = explain_selection(ports, NicRule(rule="first-onboard-up"))
+    assert choice.port is not None and choice.port.id == "MLOM.0"
+    assert choice.warnings and "no link state" in choice.warnings[0]
