@@ -471,17 +471,20 @@ class RedfishBMC:
             return self._host_chassis
         me = self.system_path().rstrip("/")
         linked = rp.link_list((self.system().get("Links") or {}).get("Chassis"))
+        found: dict[str, dict[str, Any]] = {}
         collection = rp.odata_id(self.client.root.get("Chassis"))
-        listed = rp.link_list(((collection and self._read(collection, "Chassis")) or {})
-                              .get("Members")) if collection else []
+        if collection:  # one request where the BMC offers $expand
+            for chassis in self._each_member(collection, "chassis"):
+                found[str(chassis.get("@odata.id") or "").rstrip("/")] = chassis
         out: list[tuple[str, dict[str, Any]]] = []
-        for path in dict.fromkeys([*linked, *listed]):
-            chassis = self._read(path, "chassis")
-            if chassis is None:
-                continue
+        for path in linked:
+            read = found.pop(path.rstrip("/"), None) or self._read(path, "chassis")
+            if read is not None:
+                out.append((path, read))
+        for path, chassis in found.items():
             systems = [s.rstrip("/") for s in
                        rp.link_list((chassis.get("Links") or {}).get("ComputerSystems"))]
-            if path in linked or me in systems or not systems:
+            if me in systems or not systems:
                 out.append((path, chassis))
         self._host_chassis = out
         return out
