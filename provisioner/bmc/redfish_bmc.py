@@ -470,7 +470,7 @@ class RedfishBMC:
         if self._host_chassis is not None:
             return self._host_chassis
         me = self.system_path().rstrip("/")
-        linked = rp.link_list((self.system().get("Links") or {}).get("Chassis"))
+        linked = rp.link_list(rp.obj(self.system().get("Links")).get("Chassis"))
         found: dict[str, dict[str, Any]] = {}
         collection = rp.odata_id(self.client.root.get("Chassis"))
         if collection:  # one request where the BMC offers $expand
@@ -483,7 +483,7 @@ class RedfishBMC:
                 out.append((path, read))
         for path, chassis in found.items():
             systems = [s.rstrip("/") for s in
-                       rp.link_list((chassis.get("Links") or {}).get("ComputerSystems"))]
+                       rp.link_list(rp.obj(chassis.get("Links")).get("ComputerSystems"))]
             if me in systems or not systems:
                 out.append((path, chassis))
         self._host_chassis = out
@@ -494,7 +494,7 @@ class RedfishBMC:
         enclosing ChassisType (a GB200 tray's ``Shelf``, a DPU's ``Card``), not a component."""
         me = self.system_path().rstrip("/")
         for _path, chassis in self.host_chassis():
-            links = chassis.get("Links") or {}
+            links = rp.obj(chassis.get("Links"))
             systems = [s.rstrip("/") for s in rp.link_list(links.get("ComputerSystems"))]
             if (me in systems and not rp.odata_id(links.get("ContainedBy"))
                     and str(chassis.get("ChassisType") or "") in ENCLOSURE_TYPES):
@@ -533,10 +533,10 @@ class RedfishBMC:
         """The System's BootOptions (UEFI firmware's own boot entries), in BootOrder."""
         if self._boot_options is not None:
             return self._boot_options
-        boot = self.system().get("Boot") or {}
+        boot = rp.obj(self.system().get("Boot"))
         link = rp.odata_id(boot.get("BootOptions"))
         options = self._each_member(link, "BootOption") if link else []
-        order = [str(o) for o in boot.get("BootOrder") or []]
+        order = [str(o) for o in rp.items(boot.get("BootOrder"))]
         rank = {ref: i for i, ref in enumerate(order)}
         options.sort(key=lambda o: rank.get(str(o.get("BootOptionReference") or o.get("Id")),
                                             len(rank)))
@@ -583,9 +583,9 @@ class RedfishBMC:
         link = rp.odata_id(chassis.get("PCIeSlots"))
         body = self._read(link, "PCIeSlots") if link else None
         out: dict[str, dict[str, Any]] = {}
-        for slot in (body or {}).get("Slots") or []:
+        for slot in rp.items((body or {}).get("Slots")):
             if isinstance(slot, dict):
-                for device in rp.link_list((slot.get("Links") or {}).get("PCIeDevice")):
+                for device in rp.link_list(rp.obj(slot.get("Links")).get("PCIeDevice")):
                     out[device.rstrip("/")] = slot
         return out
 
@@ -595,11 +595,11 @@ class RedfishBMC:
         where = str(adapter.get("@odata.id") or adapter.get("Id") or "adapter")
         found = rp.part_location(adapter, where)
         devices: list[str] = []
-        for index, controller in enumerate(adapter.get("Controllers") or []):
+        for index, controller in enumerate(rp.items(adapter.get("Controllers"))):
             if not isinstance(controller, dict):
                 continue
             found = found or rp.part_location(controller, f"{where} Controllers[{index}]")
-            devices += rp.link_list((controller.get("Links") or {}).get("PCIeDevices"))
+            devices += rp.link_list(rp.obj(controller.get("Links")).get("PCIeDevices"))
         named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
         for device_path in devices:
             device = self._read(device_path, "PCIeDevice") or {}
@@ -663,7 +663,7 @@ class RedfishBMC:
             port = next((ports[link] for link in rp.function_port_links(function)
                          if link in ports), None)
             if rp.is_infiniband(function, port, adapter_id):
-                eth = function.get("Ethernet") or {}
+                eth = rp.obj(function.get("Ethernet"))
                 self._ib_ports.append({
                     "id": function.get("Id"),
                     "adapter": adapter_id,

@@ -43,6 +43,16 @@ def norm_mac(value: Any) -> str | None:
     return text
 
 
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a BMC may send anything)."""
+    return value if isinstance(value, dict) else {}
+
+
+def items(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def odata_id(value: Any) -> str | None:
     """The ``@odata.id`` of a link object, if any."""
     if isinstance(value, dict):
@@ -146,7 +156,7 @@ def slot_location(slot: dict[str, Any], where: str) -> tuple[str, str, str | Non
     if slot_type.lower() in _OCP_SLOT_TYPES:
         label = None
         if isinstance(slot.get("Location"), dict):
-            label = _clean((slot["Location"].get("PartLocation") or {}).get("ServiceLabel"))
+            label = _clean(obj(slot["Location"].get("PartLocation")).get("ServiceLabel"))
         return LOCATION_OCP, f"{where} SlotType {slot_type}", label
     return part_location(slot, where)
 
@@ -289,7 +299,7 @@ def function_port_links(function: dict[str, Any]) -> list[str]:
     Schemas before NetworkAdapter 1.x name a ``NetworkPorts`` member, later ones a ``Ports``
     member; XCC fills both, so each is tried against the ports actually read.
     """
-    links = function.get("Links") or {}
+    links = obj(function.get("Links"))
     candidates = [
         odata_id(links.get("PhysicalPortAssignment")),
         odata_id(function.get("PhysicalPortAssignment")),

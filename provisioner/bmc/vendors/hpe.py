@@ -32,7 +32,7 @@ class HpeBMC(RedfishBMC):
 
     def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
         """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters."""
-        links = ((self.system().get("Oem") or {}).get("Hpe") or {}).get("Links") or {}
+        links = rp.obj(rp.obj(rp.obj(self.system().get("Oem")).get("Hpe")).get("Links"))
         collection = rp.odata_id(links.get("NetworkAdapters"))
         if not collection:
             return ports

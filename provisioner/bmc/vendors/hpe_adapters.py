@@ -21,7 +21,7 @@ def adapter_locations(adapter: dict[str, Any]) -> dict[str, tuple[str, str, str 
         return {}
     where = f"{adapter.get('@odata.id')} StructuredName {structured!r}"
     out: dict[str, tuple[str, str, str | None]] = {}
-    for port in adapter.get("PhysicalPorts") or []:
+    for port in rp.items(adapter.get("PhysicalPorts")):
         if isinstance(port, dict):
             mac = rp.norm_mac(port.get("MacAddress"))
             if mac:
@@ -32,7 +32,7 @@ def adapter_locations(adapter: dict[str, Any]) -> dict[str, tuple[str, str, str 
 def port_link(adapter: dict[str, Any]) -> dict[str, bool]:
     """MAC -> link up/down where iLO reports it (``LinkStatus`` is null on many ports)."""
     out: dict[str, bool] = {}
-    for port in adapter.get("PhysicalPorts") or []:
+    for port in rp.items(adapter.get("PhysicalPorts")):
         if isinstance(port, dict):
             mac = rp.norm_mac(port.get("MacAddress"))
             state = str(port.get("LinkStatus") or "").replace(" ", "").lower()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import NicPort
 from tests.conftest import corpus_path
@@ -99,3 +101,14 @@ def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     choice = explain_selection(ports, NicRule(rule="first-onboard-up"))
     assert choice.port is not None and choice.port.id == "MLOM.0"
     assert choice.warnings and "no link state" in choice.warnings[0]
+
+
+@pytest.mark.parametrize("junk", [None, 3, "x", [], [1, 2], {"PartLocation": [1]},
+                                  {"PartLocation": {"LocationType": 7, "ServiceLabel": []}}])
+def test_hostile_shapes_give_no_fact_and_no_crash(junk):
+    assert rp.part_location({"Location": junk}, "a") in (None, ("slot", "a Location 7", None))
+    rp.slot_location({"SlotType": junk, "Location": junk}, "s")
+    rp.device_location({"Slot": junk, "Name": junk, "Model": junk})
+    assert rp.boot_option_entry({"UefiDevicePath": junk}) is None
+    rp.function_port_links({"Links": junk, "AssignablePhysicalPorts": junk})
+    assert rp.obj(junk) == (junk if isinstance(junk, dict) else {})
