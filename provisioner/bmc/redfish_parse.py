@@ -215,7 +215,9 @@ def complete(port: NicPort, extra: NicPort) -> NicPort:
         if mine in (None, ()) and theirs not in (None, ()):
             changes[f.name] = theirs
     if port.location is None and extra.location is not None:
-        changes["onboard"] = extra.onboard
+        # Vendor port naming that says onboard (Dell NIC.Integrated, Cisco MLOM) is kept, as
+        # in with_location; otherwise the location decides.
+        changes["onboard"] = True if port.onboard else extra.onboard
     return replace(port, **changes) if changes else port
 
 

@@ -112,3 +112,12 @@ def test_hostile_shapes_give_no_fact_and_no_crash(junk):
     assert rp.boot_option_entry({"UefiDevicePath": junk}) is None
     rp.function_port_links({"Links": junk, "AssignablePhysicalPorts": junk})
     assert rp.obj(junk) == (junk if isinstance(junk, dict) else {})
+
+
+def test_vendor_port_naming_that_says_onboard_survives_a_slot_location():
+    mlom = rp.parse_ethernet_interface({"Id": "MLOM.0", "MACAddress": "02:00:5e:40:00:20"})
+    assert mlom is not None and mlom.onboard is True
+    card = NicPort("eth0", mlom.mac, location="slot", onboard=False,
+                   location_from="adapter Location Slot 'MLOM'")
+    (merged,) = rp.merge_nics([mlom], [card])
+    assert merged.onboard is True and merged.location == "slot"
