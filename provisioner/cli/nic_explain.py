@@ -9,30 +9,34 @@ from rich.table import Table
 
 
 def explain_table(host: str, explain: dict[str, Any]) -> Table:
-    """One row per port: where it sits, link, firmware boot entries, and why (not) chosen."""
+    """One row per port: where it sits, link (? = not reported), and why (not) chosen."""
     rule = explain.get("rule") or "no rule"
     table = Table(title=f"{host}: provisioning NIC by {rule}", title_justify="left",
                   expand=False)
-    for col, kw in (("port", {"overflow": "fold", "max_width": 18}),
+    for col, kw in (("port", {"overflow": "fold", "max_width": 20}),
                     ("MAC", {"no_wrap": True}),
                     ("where", {"overflow": "fold", "max_width": 12}),
                     ("link", {"no_wrap": True}),
-                    ("PXE", {"no_wrap": True}),
-                    ("verdict", {"overflow": "fold", "max_width": 24})):
+                    ("verdict", {"overflow": "fold"})):
         table.add_column(col, **kw)
     for port in explain.get("ports") or []:
         where = port.get("location") or ("onboard" if port.get("onboard") else "?")
         if port.get("pcie_slot"):
             where = f"{where} ({port['pcie_slot']})"
-        boot = "yes" if port.get("boot_options") else "-"
+        link = {"up": "up", "down": "down"}.get(str(port.get("link")), "?")
         if port.get("chosen"):
             verdict = "[green]chosen[/]"
         else:  # the sources of each fact follow the table: keep the cell short
-            verdict = "; ".join(r.split(", from ")[0] + (")" if ", from " in r else "")
-                                for r in port.get("why_not") or []) or "-"
-        table.add_row(str(port.get("id")), str(port.get("mac")), where,
-                      str(port.get("link")), boot, verdict)
+            verdict = "; ".join(_short(r) for r in port.get("why_not") or []) or "-"
+        table.add_row(str(port.get("id")), str(port.get("mac")), where, link, verdict)
     return table
+
+
+def _short(reason: str) -> str:
+    """A verdict reason without its detail ("not onboard (slot, from ...)" -> "... (slot)")."""
+    if ", from " in reason:
+        return reason.split(", from ")[0] + ")"
+    return reason.split(":")[0]
 
 
 def print_explanation(out: Console, err: Console, host: str, explain: dict[str, Any]) -> None:
