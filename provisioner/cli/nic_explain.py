@@ -13,7 +13,7 @@ def explain_table(host: str, explain: dict[str, Any]) -> Table:
     rule = explain.get("rule") or "no rule"
     table = Table(title=f"{host}: provisioning NIC by {rule}", title_justify="left",
                   expand=False)
-    for col, kw in (("port", {"overflow": "fold", "min_width": 18, "max_width": 20}),
+    for col, kw in (("port", {"overflow": "fold", "max_width": 20}),
                     ("MAC", {"no_wrap": True}),
                     ("where", {"overflow": "fold", "max_width": 11}),
                     ("link", {"no_wrap": True}),
