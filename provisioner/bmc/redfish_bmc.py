@@ -558,7 +558,7 @@ class RedfishBMC:
             first.setdefault(mac, option)
             if over_usb:
                 usb.add(mac)
-        out = [replace(p, boot_options=tuple(entries.get(p.mac, ()))) if p.mac in entries
+        out = [replace(p, boot_options=(*entries[p.mac], *p.boot_options)) if p.mac in entries
                else p for p in ports]
         if not out:
             for mac, labels in entries.items():

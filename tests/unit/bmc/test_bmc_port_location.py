@@ -121,3 +121,11 @@ def test_vendor_port_naming_that_says_onboard_survives_a_slot_location():
                    location_from="adapter Location Slot 'MLOM'")
     (merged,) = rp.merge_nics([mlom], [card])
     assert merged.onboard is True and merged.location == "slot"
+
+
+def test_supermicro_aiom_is_ocp_and_function_boot_mode_is_a_pxe_fact():
+    assert rp.location_from_text("AIOM slot 1") == "ocp"
+    nic = rp.parse_device_function(
+        {"Id": "1", "BootMode": "PXE", "Ethernet": {"MACAddress": "02:00:5e:00:00:07"}},
+        None, "1")
+    assert nic is not None and nic.boot_options == ("NetworkDeviceFunction BootMode PXE",)
