@@ -706,7 +706,7 @@ class RedfishBMC:
         if not inventory:
             return {}
         out: dict[str, str] = {}
-        for item in self.client.members(inventory):
+        for item in self._each_member(inventory, "FirmwareInventory member"):
             parsed = rp.parse_firmware(item)
             if parsed:
                 out[parsed[0]] = parsed[1]
