@@ -451,7 +451,7 @@ class RedfishBMC:
             raise
         except RedfishError:
             pass  # a member (or the expanded read) failed: read them one by one
-        body = self._read(collection, what)
+        body = self._read(collection, f"{what} collection")
         out: list[dict[str, Any]] = []
         for link in rp.link_list((body or {}).get("Members")):
             member = self._read(link, what)
@@ -706,7 +706,7 @@ class RedfishBMC:
         if not inventory:
             return {}
         out: dict[str, str] = {}
-        for item in self._each_member(inventory, "FirmwareInventory member"):
+        for item in self._each_member(inventory, "firmware inventory item"):
             parsed = rp.parse_firmware(item)
             if parsed:
                 out[parsed[0]] = parsed[1]
