@@ -590,7 +590,8 @@ class RedfishBMC:
         return out
 
     def _adapter_location(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                          on_card: str | None) -> tuple[str, str, str | None] | None:
+                          on_card: str | None, functions: list[dict[str, Any]]
+                          ) -> tuple[str, str, str | None] | None:
         """Where an adapter sits, from the most specific Redfish statement available."""
         where = str(adapter.get("@odata.id") or adapter.get("Id") or "adapter")
         found = rp.part_location(adapter, where)
@@ -600,6 +601,9 @@ class RedfishBMC:
                 continue
             found = found or rp.part_location(controller, f"{where} Controllers[{index}]")
             devices += rp.link_list(rp.obj(controller.get("Links")).get("PCIeDevices"))
+        if not devices:  # the functions' PCIeFunction links name the device in their URI
+            devices = list(dict.fromkeys(
+                d for d in (rp.pcie_device_of(f) for f in functions) if d))
         named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
         for device_path in devices:
             device = self._read(device_path, "PCIeDevice") or {}
@@ -655,11 +659,12 @@ class RedfishBMC:
                     ports[str(member.get("@odata.id") or "").rstrip("/")] = member
         if not functions_link:
             return []
-        location = self._adapter_location(adapter, slots, on_card)
+        functions = self._each_member(functions_link, "NetworkDeviceFunction")
+        location = self._adapter_location(adapter, slots, on_card, functions)
         vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
                                       _text(adapter.get("Model"))) if t) or None
         out: list[NicPort] = []
-        for function in self._each_member(functions_link, "NetworkDeviceFunction"):
+        for function in functions:
             port = next((ports[link] for link in rp.function_port_links(function)
                          if link in ports), None)
             if rp.is_infiniband(function, port, adapter_id):

@@ -327,6 +327,18 @@ def function_port_link(function: dict[str, Any]) -> str | None:
     return links[0] if links else None
 
 
+def pcie_device_of(function: dict[str, Any]) -> str | None:
+    """The PCIeDevice a NetworkDeviceFunction's ``Links.PCIeFunction`` belongs to.
+
+    The PCIeFunction URI is ``.../PCIeDevices/<device>/PCIeFunctions/<function>`` by the
+    Redfish URI rules, so the device is named without another request.
+    """
+    link = odata_id(obj(function.get("Links")).get("PCIeFunction"))
+    if not link or "/PCIeFunctions/" not in link:
+        return None
+    return link.split("/PCIeFunctions/", 1)[0]
+
+
 def location_from_id(port: NicPort) -> NicPort:
     """A port whose location no Redfish property gave: what its Id says (Dell, Cisco naming)."""
     if port.location is not None or port.onboard is None:

@@ -129,3 +129,10 @@ def test_supermicro_aiom_is_ocp_and_function_boot_mode_is_a_pxe_fact():
         {"Id": "1", "BootMode": "PXE", "Ethernet": {"MACAddress": "02:00:5e:00:00:07"}},
         None, "1")
     assert nic is not None and nic.boot_options == ("NetworkDeviceFunction BootMode PXE",)
+
+
+def test_pcie_device_from_a_function_link():
+    function = load(*DGX, "Chassis", "DGX", "NetworkAdapters", "DevType7_NIC0",
+                    "NetworkDeviceFunctions", "NetworkDeviceFunction0")
+    assert rp.pcie_device_of(function) == "/redfish/v1/Chassis/DGX/PCIeDevices/00_0B_00"
+    assert rp.pcie_device_of({"Links": {"PCIeFunction": {"@odata.id": "/x/y"}}}) is None
