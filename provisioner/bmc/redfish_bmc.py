@@ -749,7 +749,7 @@ class RedfishBMC:
             try:
                 facts.provisioning_mac = self.provisioning_port().mac
             except ProvisioningNicError as exc:  # the caller reports it per host
-                facts.extra["provisioning_nic_error"] = exc.message
+                facts.extra["provisioning_nic_error"] = str(exc)  # with the rule to write
                 if exc.hint:
                     facts.extra["provisioning_nic_hint"] = exc.hint
             facts.extra["nic_explain"] = self.nic_explanation()
