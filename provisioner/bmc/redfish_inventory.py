@@ -292,8 +292,8 @@ class RedfishInventory:
                                       _text(adapter.get("Model"))) if t) or None
         out: list[NicPort] = []
         for function in functions:
-            port = next((ports[link] for link in rp.function_port_links(function)
-                         if link in ports), None)
+            port = rp.best_port([ports[link] for link in rp.function_port_links(function)
+                                 if link in ports])
             if rp.is_infiniband(function, port, adapter_id):
                 eth = rp.obj(function.get("Ethernet"))
                 self._ib_ports.append({

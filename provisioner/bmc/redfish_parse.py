@@ -215,6 +215,8 @@ def complete(port: NicPort, extra: NicPort) -> NicPort:
         mine, theirs = getattr(port, f.name), getattr(extra, f.name)
         if mine in (None, ()) and theirs not in (None, ()):
             changes[f.name] = theirs
+    if port.link_up is False and extra.link_up is True:
+        changes["link_up"] = True  # one view says up: believe the port is cabled and lit
     if port.location is None and extra.location is not None:
         # Vendor port naming that says onboard (Dell NIC.Integrated, Cisco MLOM) is kept, as
         # in with_location; otherwise the location decides.
@@ -319,6 +321,16 @@ def function_port_links(function: dict[str, Any]) -> list[str]:
         if candidate and candidate.rstrip("/") not in out:
             out.append(candidate.rstrip("/"))
     return out
+
+
+def best_port(views: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the Port and NetworkPort a function names (XCC lists both, one may be stale), the
+    one saying link up, else one with any link state, else the first."""
+    for wanted in (True, False):
+        for view in views:
+            if _link_state(view.get("LinkStatus")) is wanted:
+                return view
+    return views[0] if views else None
 
 
 def function_port_link(function: dict[str, Any]) -> str | None:

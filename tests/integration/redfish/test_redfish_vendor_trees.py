@@ -198,6 +198,18 @@ def test_lenovo_copy_with_nic1_cabled_picks_nic1(tmp_path):
     assert facts.provisioning_mac == "00:62:0b:4c:28:4e"
 
 
+def test_lenovo_copy_with_only_the_adapter_port_saying_up_picks_nic1(tmp_path):
+    # One view edited (Ports/1); EthernetInterfaces/NIC1 and NetworkPorts/1 still say down.
+    copy = tmp_path / "tree"
+    shutil.copytree(tree("lenovo"), copy)
+    port = copy / "Chassis" / "1" / "NetworkAdapters" / "slot-27" / "Ports" / "1" / "index.json"
+    body = json.loads(port.read_text())
+    body["LinkStatus"] = "LinkUp"
+    port.write_text(json.dumps(body))
+    _bmc, facts = discover(copy, tmp_path)
+    assert facts.provisioning_mac == "00:62:0b:4c:28:4e"
+
+
 def test_bluefield_ports_are_on_the_card_and_p0_is_chosen(tmp_path):
     _bmc, facts = discover(tree("bluefield"), tmp_path)
     assert facts.provisioning_mac == "5c:25:73:08:f3:62"

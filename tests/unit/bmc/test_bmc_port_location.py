@@ -136,3 +136,14 @@ def test_pcie_device_from_a_function_link():
                     "NetworkDeviceFunctions", "NetworkDeviceFunction0")
     assert rp.pcie_device_of(function) == "/redfish/v1/Chassis/DGX/PCIeDevices/00_0B_00"
     assert rp.pcie_device_of({"Links": {"PCIeFunction": {"@odata.id": "/x/y"}}}) is None
+
+
+def test_a_view_saying_link_up_wins_over_a_stale_one():
+    down = {"@odata.id": "/a/NetworkPorts/1", "LinkStatus": "Down"}
+    up = {"@odata.id": "/a/Ports/1", "LinkStatus": "LinkUp"}
+    assert rp.best_port([down, up]) is up
+    assert rp.best_port([{"@odata.id": "/x"}, down]) is down
+    assert rp.best_port([]) is None
+    eth = NicPort("NIC1", "02:00:5e:00:00:01", link_up=False)
+    port = NicPort("1.1", "02:00:5e:00:00:01", link_up=True)
+    assert rp.merge_nics([eth], [port])[0].link_up is True
