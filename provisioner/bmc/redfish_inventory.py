@@ -241,7 +241,7 @@ class RedfishInventory:
                 if candidate and (found is None or (found[0] == LOCATION_SLOT
                                                     and candidate[0] != LOCATION_SLOT)):
                     found = candidate
-            if found is None and slot is not None:
+            if found is None and slots:
                 found = self.unlabelled_slot_location(slot, device_path)
         if named in ONBOARD_LOCATIONS and (found is None or found[0] == LOCATION_SLOT):
             label = found[2] if found else None
@@ -251,9 +251,10 @@ class RedfishInventory:
             found = (LOCATION_EMBEDDED, on_card, None)
         return found
 
-    def unlabelled_slot_location(self, slot: dict[str, Any], device: str
+    def unlabelled_slot_location(self, slot: dict[str, Any] | None, device: str
                                  ) -> tuple[str, str, str | None] | None:
-        """Vendor hook: what a PCIeSlots entry with no location or type means."""
+        """Vendor hook: where a PCIe device sits that the chassis's PCIeSlots places in no
+        labelled slot (``slot`` is its unlabelled entry, or None when none lists it)."""
         return None
 
     def _adapter_ports(self) -> list[NicPort]:

@@ -12,10 +12,11 @@ class NvidiaBMC(RedfishBMC):
     """The host is the System that is not an ``HGX_*`` baseboard; its ConnectX ports live
     under Chassis NetworkAdapters, and the override must name UEFI mode.
 
-    The DGX BMC lists every PCIe device in ``PCIeSlots``: add-in cards with a ``Slot``
-    location and a service label ("PCIe Slot 2"), devices soldered to the motherboard (the
-    X550 10GbE LOM) in an entry with neither location nor slot type. That second kind is
-    taken as embedded; the generic code leaves it unknown.
+    The DGX BMC lists the add-in positions in ``PCIeSlots`` with a ``Slot`` location and a
+    service label ("PCIe Slot 2", "NIC 1, Slot 1" for the cluster ConnectX modules). The
+    devices built into the motherboard tray (the X550 10GbE, the two in-band/storage
+    ConnectX-7) are in an entry with neither location nor slot type, or in none: those are
+    taken as onboard; the generic code leaves them unknown.
     """
 
     vendor: ClassVar[str] = "nvidia"
@@ -23,10 +24,10 @@ class NvidiaBMC(RedfishBMC):
     def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
         return "UEFI"
 
-    def unlabelled_slot_location(self, slot: dict[str, Any], device: str
+    def unlabelled_slot_location(self, slot: dict[str, Any] | None, device: str
                                  ) -> tuple[str, str, str | None] | None:
-        if slot.get("Location") or slot.get("SlotType"):
+        if slot is not None and (slot.get("Location") or slot.get("SlotType")):
             return None
-        return (LOCATION_EMBEDDED,
-                f"PCIeSlots entry for {device} with no Location or SlotType (DGX motherboard)",
-                None)
+        why = ("in a PCIeSlots entry with no Location or SlotType" if slot is not None
+               else "in no PCIeSlots entry")
+        return LOCATION_EMBEDDED, f"{device} {why} (DGX motherboard tray)", None

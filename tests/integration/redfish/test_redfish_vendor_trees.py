@@ -152,19 +152,20 @@ def test_identity_and_macs(key: str, tmp_path: Path):
 # -- the provisioning NIC as recorded ---------------------------------------------------------
 
 
-def test_dgx_h100_onboard_rule_refuses_naming_candidates_and_the_rule_to_write(tmp_path):
+def test_dgx_h100_onboard_rule_takes_the_cabled_in_band_connectx(tmp_path):
     _bmc, facts = discover(tree("dgx-h100"), tmp_path)
-    assert facts.provisioning_mac is None
-    error = facts.extra["provisioning_nic_error"]
-    assert "5c:ff:35:fe:04:b1 embedded link=down" in error  # the X550 LOM, not cabled
-    assert "a0:88:c2:82:6e:52" in error
-    hint = facts.extra["provisioning_nic_hint"]
-    assert "{port_id: EthernetInterface4}" in hint and "{rule: first-up}" in hint
+    # The in-band ConnectX-7 of the motherboard tray, the only port up; the firmware's
+    # BootOrder starts with its PXE entry too.
+    assert facts.provisioning_mac == "a0:88:c2:82:6e:52"
     ports = explained(facts)
-    assert ports["5c:ff:35:fe:04:b1"]["why_not"] == ["link down"]
+    chosen = ports["a0:88:c2:82:6e:52"]
+    assert chosen["chosen"] and chosen["location"] == "embedded"
+    assert "in no PCIeSlots entry" in chosen["location_from"]
+    assert chosen["boot_options"][0].startswith("Boot0026 UEFI: PXE IPv4")
+    assert ports["5c:ff:35:fe:04:b1"]["why_not"] == ["link down"]  # the X550 LOM
     assert ports["6c:fe:54:41:15:78"]["location"] == "slot"  # E810 in "PCIe Slot 2"
     assert ports["6c:fe:54:41:15:78"]["pcie_slot"] == "PCIe Slot 2"
-    assert ports["a0:88:c2:82:6e:52"]["boot_options"][0].startswith("Boot0026 UEFI: PXE IPv4")
+    assert ports["6c:fe:54:41:15:78"]["why_not"][0].startswith("not onboard (slot")
 
 
 def test_dgx_h100_first_up_takes_the_cabled_connectx(tmp_path):
@@ -369,12 +370,13 @@ def test_cli_explain_shows_each_nic_and_the_verdict(tmp_path, monkeypatch):
 
 
 def test_cli_explain_json_refusal_names_the_rule_to_write(tmp_path, monkeypatch):
-    code, out, _err = _explain_cli(tmp_path, monkeypatch, "dgx-h100", "first-onboard-up",
+    code, out, _err = _explain_cli(tmp_path, monkeypatch, "xl675d", "first-onboard-up",
                                   "--json")
     assert code != 0
     data = json.loads(out)
     assert data["host"] == "r1-u01" and data["chosen"] is None
-    assert "{rule: first-up}" in data["hint"]
+    assert "{rule: first-up}" in data["hint"] and "{port_id: 1}" in data["hint"]
     by_mac = {p["mac"]: p for p in data["ports"]}
-    assert by_mac["5c:ff:35:fe:04:b1"]["location"] == "embedded"
-    assert by_mac["5c:ff:35:fe:04:b1"]["why_not"] == ["link down"]
+    assert by_mac["98:03:9b:7f:c3:38"]["location"] == "slot"
+    assert by_mac["98:03:9b:7f:c3:38"]["link"] == "up"
+    assert by_mac["98:03:9b:7f:c3:38"]["why_not"][0].startswith("not onboard (slot")
