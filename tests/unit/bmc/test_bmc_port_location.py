@@ -39,6 +39,7 @@ def test_ocp_slot_type_and_names():
     assert rp.location_from_text("NIC.LOM.1.1") == "embedded"
     assert rp.location_from_text("OCP.Slot.10.1", "OCP 3.0 Slot 10") == "ocp"
     assert rp.location_from_text("PCI-E Slot 1") == "slot"
+    assert rp.location_from_text("NIC.FlexLOM.1.1", "FlexibleLOM 1") == "ocp"  # HPE FLR
 
 
 def test_lenovo_ocp_adapter_device_is_onboard():
