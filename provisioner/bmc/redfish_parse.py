@@ -352,13 +352,15 @@ def pcie_device_of(function: dict[str, Any]) -> str | None:
 
 
 def location_from_id(port: NicPort) -> NicPort:
-    """A port whose location no Redfish property gave: what its Id says (Dell, Cisco naming)."""
-    if port.location is not None or port.onboard is None:
+    """A port whose location no Redfish property gave: what its Id says (Dell
+    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM)."""
+    if port.location is not None:
         return port
     found = location_from_text(port.id)
     if found is None:
         return port
-    return replace(port, location=found, location_from=f"port Id {port.id!r}")
+    onboard = port.onboard if port.onboard is not None else found in ONBOARD_LOCATIONS
+    return replace(port, location=found, location_from=f"port Id {port.id!r}", onboard=onboard)
 
 
 def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort]:

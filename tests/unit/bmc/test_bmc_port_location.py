@@ -40,6 +40,8 @@ def test_ocp_slot_type_and_names():
     assert rp.location_from_text("OCP.Slot.10.1", "OCP 3.0 Slot 10") == "ocp"
     assert rp.location_from_text("PCI-E Slot 1") == "slot"
     assert rp.location_from_text("NIC.FlexLOM.1.1", "FlexibleLOM 1") == "ocp"  # HPE FLR
+    blade = rp.location_from_id(NicPort("NIC.Mezzanine.1A-1-1", "02:00:5e:00:00:0a"))
+    assert (blade.location, blade.onboard) == ("ocp", True)
 
 
 def test_lenovo_ocp_adapter_device_is_onboard():
