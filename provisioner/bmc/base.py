@@ -37,17 +37,36 @@ class BootTarget(StrEnum):
     CD = "Cd"
 
 
+# Where a port sits, as far as the BMC says (NicPort.location).
+LOCATION_EMBEDDED = "embedded"  # on the motherboard (LOM)
+LOCATION_OCP = "ocp"  # OCP/mezzanine slot: the server's "LOM" on most current designs
+LOCATION_SLOT = "slot"  # an add-in PCIe card
+LOCATION_USB = "usb"  # a USB network device (BMC host interface, dongle)
+ONBOARD_LOCATIONS = frozenset({LOCATION_EMBEDDED, LOCATION_OCP})
+
+
 @dataclass(frozen=True)
 class NicPort:
-    """One network port as seen by the BMC."""
+    """One network port as seen by the BMC, with the facts the NIC rules use."""
 
     id: str
     mac: str  # lower-case, colon separated
     name: str | None = None
-    link_up: bool | None = None
+    link_up: bool | None = None  # None: the BMC does not say
     speed_mbps: int | None = None
     source: str = ""  # the Redfish URI it was read from
     onboard: bool | None = None
+    location: str | None = None  # one of the LOCATION_* values
+    location_from: str | None = None  # which Redfish property (and value) said so
+    boot_options: tuple[str, ...] = ()  # firmware network boot entries naming this MAC
+    pcie_slot: str | None = None  # the slot's service label, e.g. "PCIe 27"
+    vendor: str | None = None  # adapter manufacturer and model
+    excluded: str | None = None  # why this port can never network-boot the host
+
+    @property
+    def link(self) -> str:
+        """``up``, ``down`` or ``unknown`` (the BMC reports no link state)."""
+        return "unknown" if self.link_up is None else "up" if self.link_up else "down"
 
 
 @dataclass(frozen=True)

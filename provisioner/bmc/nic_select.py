@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from provisioner.bmc.base import NicPort
@@ -62,17 +63,38 @@ def _natural_key(text: str) -> list[object]:
     return [int(tok) if tok.isdigit() else tok.lower() for tok in re.split(r"(\d+)", text)]
 
 
+def _port_text(p: NicPort) -> str:
+    where = p.location or ("onboard" if p.onboard else "?")
+    return f"{p.id} {p.mac} {where} link={ {'up': 'up', 'down': 'down'}.get(p.link, '?') }"
+
+
 def _ports_text(ports: Sequence[NicPort]) -> str:
     if not ports:
         return "none"
-    return ", ".join(
-        f"{p.id} {p.mac} link={'up' if p.link_up else 'down' if p.link_up is False else '?'}"
-        for p in ports
-    )
+    return ", ".join(_port_text(p) for p in ports)
 
 
-def select_provisioning_nic(ports: Sequence[NicPort], rule: NicRuleLike) -> NicPort:
-    """The one port matching ``rule``; raise ProvisioningNicError on zero or several matches."""
+@dataclass(frozen=True)
+class PortVerdict:
+    """One port judged against the rule: chosen, or the reasons it was not."""
+
+    port: NicPort
+    chosen: bool = False
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass
+class NicChoice:
+    """The outcome of a rule on a host: the chosen port (or None), a verdict per port."""
+
+    rule: str
+    port: NicPort | None
+    verdicts: list[PortVerdict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: ProvisioningNicError | None = None
+
+
+def _check_rule(rule: NicRuleLike) -> None:
     if not (rule.port_id or rule.name or rule.mac_prefix or rule.rule):
         raise InputError(
             "the host profile's provisioning_nic rule is empty",
@@ -84,40 +106,165 @@ def select_provisioning_nic(ports: Sequence[NicPort], rule: NicRuleLike) -> NicP
             f"unknown provisioning_nic rule {rule.rule!r}",
             hint=f"use one of: {', '.join(KNOWN_RULES)}",
         )
-    matches = list(ports)
+
+
+def _reasons(port: NicPort, rule: NicRuleLike) -> list[str]:
+    """Why ``port`` fails ``rule`` (link state aside): empty when it matches."""
+    out: list[str] = []
+    if rule.port_id and not port.id.startswith(rule.port_id):
+        out.append(f"port Id is not {rule.port_id}")
+    if rule.name and port.name != rule.name:
+        out.append(f"name is not {rule.name}")
+    if rule.mac_prefix and not port.mac.startswith(rule.mac_prefix.lower().replace("-", ":")):
+        out.append(f"MAC does not start with {rule.mac_prefix}")
+    if rule.rule and port.excluded:
+        out.append(f"never a PXE port: {port.excluded}")
+    if rule.rule == RULE_FIRST_ONBOARD_UP and not port.excluded:
+        if port.onboard is False:
+            out.append(f"not onboard ({port.location or 'add-in'}"
+                       + (f", from {port.location_from}" if port.location_from else "") + ")")
+        elif port.onboard is None:
+            out.append("onboard unknown: the BMC says nowhere where this port sits")
+    return out
+
+
+def _suggestion(ports: Sequence[NicPort], rule: NicRuleLike) -> str:
+    usable = sorted((p for p in ports if not p.excluded), key=lambda p: _natural_key(p.id))
+    up = [p for p in usable if p.link_up]
+    if up:
+        text = f"write provisioning_nic: {{port_id: {up[0].id}}} (link up)"
+        if rule.rule != RULE_FIRST_UP:
+            text += f" or {{rule: {RULE_FIRST_UP}}} (first port with link up: {up[0].id})"
+        return text + ", or set provisioning_mac for this host in the site file"
+    if usable:
+        booting = [p for p in usable if p.boot_options] or usable
+        return (f"no candidate port reports link up: cable or enable the provisioning port, "
+                f"or write provisioning_nic: {{port_id: {booting[0].id}}} "
+                f"(or {{mac_prefix: {booting[0].mac}}})")
+    return "the BMC lists no Ethernet port that can network-boot: check the host's NICs"
+
+
+def explain_selection(ports: Sequence[NicPort], rule: NicRuleLike) -> NicChoice:
+    """Judge every port against ``rule`` and say which one is chosen and why the others are not.
+
+    ``first-*`` rules take the first port (natural order of port Ids) with link up; when none
+    is up they accept one whose link state the BMC does not report, with a warning. Ports with
+    link down never match a ``first-*`` rule.
+    """
+    _check_rule(rule)
+    text = describe_rule(rule)
+    ordered = sorted(ports, key=lambda p: _natural_key(p.id))
+    reasons = {p.mac: _reasons(p, rule) for p in ordered}
+    matches = [p for p in ordered if not reasons[p.mac]]
     if rule.port_id:
-        matches = [p for p in matches if p.id == rule.port_id or p.id.startswith(rule.port_id)]
         exact = [p for p in matches if p.id == rule.port_id]
+        for p in matches:
+            if exact and p not in exact:
+                reasons[p.mac].append(f"another port's Id is exactly {rule.port_id}")
         matches = exact or matches
-    if rule.name:
-        matches = [p for p in matches if p.name == rule.name]
-    if rule.mac_prefix:
-        prefix = rule.mac_prefix.lower().replace("-", ":")
-        matches = [p for p in matches if p.mac.startswith(prefix)]
-    pick_first = False
-    if rule.rule == RULE_FIRST_ONBOARD_UP:
-        matches = [p for p in matches if p.onboard and p.link_up]
-        pick_first = True
-    elif rule.rule == RULE_FIRST_UP:
-        matches = [p for p in matches if p.link_up]
-        pick_first = True
-    matches.sort(key=lambda p: _natural_key(p.id))
-    if not matches:
-        raise ProvisioningNicError(
-            f"no port matches the provisioning NIC rule ({describe_rule(rule)}); "
-            f"ports seen: {_ports_text(ports)}",
-            candidates=ports,
-            hint="fix the profile's provisioning_nic rule, or cable/enable the port",
-        )
-    if len(matches) > 1 and not pick_first:
-        raise AmbiguousProvisioningNic(
-            f"{len(matches)} ports match the provisioning NIC rule ({describe_rule(rule)}): "
+    warnings: list[str] = []
+    chosen: NicPort | None = None
+    error: ProvisioningNicError | None = None
+    if rule.rule:
+        up = [p for p in matches if p.link_up]
+        unknown = [p for p in matches if p.link_up is None]
+        for p in matches:
+            if p.link_up is False:
+                reasons[p.mac].append("link down")
+        if up:
+            chosen = up[0]
+        elif unknown:
+            chosen = unknown[0]
+            warnings.append(
+                f"chose {chosen.id} ({chosen.mac}) although the BMC reports no link state for "
+                f"it (no matching port reports link up): check it is the cabled port")
+        for p in matches:
+            if chosen is not None and p is not chosen and not reasons[p.mac]:
+                reasons[p.mac].append(f"{chosen.id} comes first"
+                                      + ("" if p.link_up or chosen.link_up is None
+                                         else " (link unknown)"))
+    elif len(matches) == 1:
+        chosen = matches[0]
+    elif len(matches) > 1:
+        error = AmbiguousProvisioningNic(
+            f"{len(matches)} ports match the provisioning NIC rule ({text}): "
             f"{_ports_text(matches)}",
             candidates=matches,
             hint="make the rule specific (a port_id, or a longer mac_prefix), or set "
             "provisioning_mac for this host in the site file",
         )
-    return matches[0]
+        for p in matches:
+            reasons[p.mac].append("several ports match")
+    if chosen is None and error is None:
+        error = ProvisioningNicError(
+            f"no port matches the provisioning NIC rule ({text}); ports seen: "
+            f"{_ports_text(ordered)}",
+            candidates=ordered,
+            hint=_suggestion(ordered, rule),
+        )
+    verdicts = [PortVerdict(p, chosen=p is chosen, reasons=tuple(reasons[p.mac]))
+                for p in ordered]
+    return NicChoice(rule=text, port=chosen, verdicts=verdicts, warnings=warnings, error=error)
+
+
+def select_provisioning_nic(ports: Sequence[NicPort], rule: NicRuleLike) -> NicPort:
+    """The one port matching ``rule``; raise ProvisioningNicError on zero or several matches."""
+    choice = explain_selection(ports, rule)
+    if choice.port is None:
+        raise choice.error or ProvisioningNicError("no port matches", candidates=ports)
+    return choice.port
+
+
+def port_facts(port: NicPort) -> dict[str, object]:
+    """The facts of a port a NIC rule looks at, JSON-ready (for --explain)."""
+    return {
+        "id": port.id,
+        "mac": port.mac,
+        "name": port.name,
+        "link": port.link,
+        "speed_mbps": port.speed_mbps,
+        "onboard": port.onboard,
+        "location": port.location,
+        "location_from": port.location_from,
+        "pcie_slot": port.pcie_slot,
+        "vendor": port.vendor,
+        "boot_options": list(port.boot_options),
+        "excluded": port.excluded,
+        "source": port.source,
+    }
+
+
+def choice_to_dict(choice: NicChoice) -> dict[str, object]:
+    """A NicChoice as JSON-ready data: the rule, the chosen MAC, and each port's verdict."""
+    return {
+        "rule": choice.rule,
+        "chosen": choice.port.mac if choice.port else None,
+        "warnings": list(choice.warnings),
+        "error": choice.error.message if choice.error else None,
+        "hint": choice.error.hint if choice.error else None,
+        "ports": [
+            {**port_facts(v.port), "chosen": v.chosen, "why_not": list(v.reasons)}
+            for v in choice.verdicts
+        ],
+    }
+
+
+def explain_pinned(ports: Sequence[NicPort], mac: str) -> dict[str, object]:
+    """Like choice_to_dict for a host whose provisioning_mac the site file pins."""
+    wanted = mac.strip().lower().replace("-", ":")
+    found = any(p.mac == wanted for p in ports)
+    return {
+        "rule": f"provisioning_mac={wanted} (site file)",
+        "chosen": wanted if found else None,
+        "warnings": [],
+        "error": None if found else f"provisioning_mac {wanted} is not among the host's ports",
+        "hint": None if found else "correct provisioning_mac for this host, or remove it",
+        "ports": [
+            {**port_facts(p), "chosen": p.mac == wanted,
+             "why_not": [] if p.mac == wanted else ["not the pinned provisioning_mac"]}
+            for p in sorted(ports, key=lambda p: _natural_key(p.id))
+        ],
+    }
 
 
 def pinned_port(ports: Sequence[NicPort], mac: str) -> NicPort:

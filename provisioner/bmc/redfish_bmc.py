@@ -10,31 +10,34 @@ from functools import partial
 from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
-from provisioner.bmc.base import BootTarget, HostFacts, NicPort, PowerAction, PowerState
+from provisioner.bmc.base import (
+    BootTarget,
+    HostFacts,
+    NicPort,
+    PowerAction,
+    PowerState,
+)
 from provisioner.bmc.nic_select import (
     NicRuleLike,
     ProvisioningNicError,
+    choice_to_dict,
+    explain_pinned,
+    explain_selection,
     pinned_port,
-    select_provisioning_nic,
+    port_facts,
 )
+from provisioner.bmc.redfish_inventory import FATAL, RedfishInventory
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
-    BMCAuthError,
     BMCBadResponse,
     BMCNotFound,
     BMCStateTimeout,
-    BMCTimeout,
-    BMCTLSError,
-    BMCUnreachable,
     BMCUnsupported,
     BMCVerifyFailed,
     RedfishError,
 )
 
 log = logging.getLogger(__name__)
-
-# Errors that mean the BMC itself is unusable: never downgraded to a warning.
-FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable)
 
 # Preferred ResetTypes per action, first allowed one wins.
 RESET_CHOICES: dict[PowerAction, tuple[str, ...]] = {
@@ -48,13 +51,10 @@ DEFAULT_RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "ForceRestart", "Gr
 NETWORK_TARGETS = (BootTarget.PXE, BootTarget.HTTP)
 
 
-class RedfishBMC:
+class RedfishBMC(RedfishInventory):
     """A host's BMC spoken to over Redfish, following the DMTF schema with no vendor quirks."""
 
     vendor: ClassVar[str] = "generic"
-    # Read Chassis NetworkAdapters even when EthernetInterfaces lists ports (Dell keeps link
-    # state and InfiniBand functions only there).
-    always_read_network_adapters: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -79,6 +79,8 @@ class RedfishBMC:
         self._system_at = 0.0
         self._nics: list[NicPort] | None = None
         self._ib_ports: list[dict[str, Any]] = []
+        self._host_chassis: list[tuple[str, dict[str, Any]]] | None = None
+        self._boot_options: list[dict[str, Any]] | None = None
         self.warnings: list[str] = []
 
     @property
@@ -399,122 +401,17 @@ class RedfishBMC:
             return []
         return rp.link_list(self.client.get(collection).get("Members"))
 
-    def _chassis_paths(self) -> list[str]:
-        links = self.system().get("Links") or {}
-        chassis = rp.link_list(links.get("Chassis"))
-        if chassis:
-            return chassis
-        collection = rp.odata_id(self.client.root.get("Chassis"))
-        if not collection:
-            return []
-        return rp.link_list(self.client.get(collection).get("Members"))
-
-    def _optional(self, what: str, func: Callable[[], Any], default: Any) -> Any:
-        """Run a read of an optional resource; a failure is a warning, not a failed host."""
-        try:
-            return func()
-        except FATAL:
-            raise
-        except RedfishError as exc:
-            if not isinstance(exc, BMCNotFound):
-                self.warnings.append(f"{what}: {exc}")
-            return default
-
-    def read_nics(self) -> list[NicPort]:
-        """Every Ethernet port (EthernetInterfaces, completed/replaced by NetworkAdapters)."""
-        if self._nics is not None:
-            return self._nics
-        system = self.system()
-        primary: list[NicPort] = []
-        link = rp.odata_id(system.get("EthernetInterfaces"))
-        if link:
-            members = self._optional("EthernetInterfaces", lambda: self.client.members(link), [])
-            primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
-        secondary: list[NicPort] = []
-        if self.always_read_network_adapters or not primary:
-            secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
-        self._nics = rp.merge_nics(primary, secondary)
-        return self._nics
-
-    def _adapter_ports(self) -> list[NicPort]:
-        out: list[NicPort] = []
-        self._ib_ports = []
-        for chassis_path in self._chassis_paths():
-            chassis = self.client.get(chassis_path)
-            adapters_link = rp.odata_id(chassis.get("NetworkAdapters"))
-            if not adapters_link:
-                continue
-            for adapter in self.client.members(adapters_link):
-                adapter_id = str(adapter.get("Id") or "")
-                functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
-                ports_link = rp.odata_id(adapter.get("Ports")) or rp.odata_id(
-                    adapter.get("NetworkPorts")
-                )
-                ports: dict[str, dict[str, Any]] = {}
-                if ports_link:
-                    for member in self.client.members(ports_link):
-                        ports[str(member.get("@odata.id") or "").rstrip("/")] = member
-                if not functions_link:
-                    continue
-                for function in self.client.members(functions_link):
-                    port_link = rp.function_port_link(function)
-                    port: dict[str, Any] | None = (
-                        ports.get(port_link.rstrip("/")) if port_link else None
-                    )
-                    if rp.is_infiniband(function, port, adapter_id):
-                        self._ib_ports.append({
-                            "id": function.get("Id"),
-                            "adapter": adapter_id,
-                            "link": (port or {}).get("LinkStatus"),
-                            "speed_mbps": (port or {}).get("CurrentLinkSpeedMbps"),
-                        })
-                        continue
-                    nic = rp.parse_device_function(function, port, adapter_id)
-                    if nic:
-                        out.append(nic)
-        return out
-
-    def read_drives(self) -> list[Any]:
-        """Drives from Storage (or SimpleStorage on older BMCs)."""
-        system = self.system()
-        drives = []
-        storage_link = rp.odata_id(system.get("Storage"))
-        if storage_link:
-            for storage in self.client.members(storage_link):
-                for drive_link in rp.link_list(storage.get("Drives")):
-                    drives.append(rp.parse_drive(self.client.get(drive_link)))
-        if not drives:
-            simple_link = rp.odata_id(system.get("SimpleStorage"))
-            if simple_link:
-                for simple in self.client.members(simple_link):
-                    drives.extend(rp.parse_simple_storage(simple))
-        return drives
-
-    def read_firmware(self) -> dict[str, str]:
-        """Name -> version of every FirmwareInventory member."""
-        update_link = rp.odata_id(self.client.root.get("UpdateService"))
-        if not update_link:
-            return {}
-        update = self.client.get(update_link)
-        inventory = rp.odata_id(update.get("FirmwareInventory"))
-        if not inventory:
-            return {}
-        out: dict[str, str] = {}
-        for item in self.client.members(inventory):
-            parsed = rp.parse_firmware(item)
-            if parsed:
-                out[parsed[0]] = parsed[1]
-        return out
-
     def discover(self) -> HostFacts:
         """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
         # Opening the BMC has just read the System; a second read would cost a round trip.
         system = self.system(max_age_s=5.0)
         self._nics = None  # link states change: read the ports again
+        self._boot_options = None
+        identity = self.identity()
         facts = HostFacts(
-            manufacturer=_text(system.get("Manufacturer")),
-            model=_text(system.get("Model")),
-            serial=_text(system.get("SerialNumber")),
+            manufacturer=identity["manufacturer"][0],
+            model=identity["model"][0],
+            serial=identity["serial"][0],
             uuid=_text(system.get("UUID")),
             power_state=_text(system.get("PowerState")),
             bios_version=_text(system.get("BiosVersion")),
@@ -536,7 +433,10 @@ class RedfishBMC:
             try:
                 facts.provisioning_mac = self.provisioning_port().mac
             except ProvisioningNicError as exc:  # the caller reports it per host
-                facts.extra["provisioning_nic_error"] = exc.message
+                facts.extra["provisioning_nic_error"] = str(exc)  # with the rule to write
+                if exc.hint:
+                    facts.extra["provisioning_nic_hint"] = exc.hint
+            facts.extra["nic_explain"] = self.nic_explanation()
         facts.extra.update(
             {
                 "vendor": self.vendor,
@@ -545,6 +445,7 @@ class RedfishBMC:
                 "allowed_boot_targets": self.allowed_boot_targets(),
                 "reset_types": self._optional("ResetTypes", self.reset_types, []),
                 "infiniband_ports": list(self._ib_ports),
+                "identity_from": {k: v[1] for k, v in identity.items() if v[1]},
                 "warnings": [*self.client.warnings, *self.warnings],
                 "requests": self.client.requests_made,
             }
@@ -558,7 +459,22 @@ class RedfishBMC:
             return pinned_port(nics, self.provisioning_mac)
         if self.nic_rule is None:
             raise BMCUnsupported("no provisioning NIC rule for this host", bmc=self.name)
-        return select_provisioning_nic(nics, self.nic_rule)
+        choice = explain_selection(nics, self.nic_rule)
+        if choice.port is None:
+            raise choice.error or ProvisioningNicError("no port matches", candidates=nics)
+        self.warnings.extend(w for w in choice.warnings if w not in self.warnings)
+        return choice.port
+
+    def nic_explanation(self) -> dict[str, Any]:
+        """Each port's facts and why the host's NIC rule chose it or not (for --explain)."""
+        nics = self.read_nics()
+        if self.provisioning_mac:
+            return explain_pinned(nics, self.provisioning_mac)
+        if self.nic_rule is None:
+            return {"rule": None, "chosen": None, "warnings": [], "error": None,
+                    "hint": "give the host's profile a provisioning_nic rule",
+                    "ports": [{**port_facts(p), "chosen": False, "why_not": []} for p in nics]}
+        return choice_to_dict(explain_selection(nics, self.nic_rule))
 
     def close(self) -> None:
         """Log out of the BMC."""

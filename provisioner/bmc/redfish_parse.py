@@ -6,15 +6,30 @@ Kept free of I/O so every recorded vendor mockup can be parsed in unit tests.
 from __future__ import annotations
 
 import re
+from dataclasses import fields, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from provisioner.bmc.base import Drive, NicPort
+from provisioner.bmc.base import (
+    LOCATION_EMBEDDED,
+    LOCATION_OCP,
+    LOCATION_SLOT,
+    ONBOARD_LOCATIONS,
+    Drive,
+    NicPort,
+)
 
 _MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
 _ONBOARD_RE = re.compile(r"(embedded|integrated|onboard|lom)", re.IGNORECASE)
 _SLOT_RE = re.compile(r"(slot|aoc|pcie)", re.IGNORECASE)
+# Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM".
+_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom", re.IGNORECASE)
+_EMBEDDED_RE = re.compile(r"(embedded|integrated|on-?board|\blom\b|\.lom\.|mlom)", re.IGNORECASE)
+_UEFI_MAC_RE = re.compile(r"MAC\(([0-9A-Fa-f]{12}),", re.IGNORECASE)
+# Starting/Training and the like are transitions, not a state: they stay unknown.
 _LINK_UP = {"linkup": True, "up": True, "nolink": False, "linkdown": False, "down": False}
+# PCIeSlot SlotType values (PCIeDevice schema) that name an OCP/mezzanine slot.
+_OCP_SLOT_TYPES = {"ocp3small", "ocp3large", "mezzanine"}
 
 
 def norm_mac(value: Any) -> str | None:
@@ -22,9 +37,21 @@ def norm_mac(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip().lower().replace("-", ":")
+    if re.fullmatch(r"[0-9a-f]{12}", text):  # AssociatedNetworkAddresses on XCC, UEFI paths
+        text = ":".join(text[i:i + 2] for i in range(0, 12, 2))
     if not _MAC_RE.match(text) or text == "00:00:00:00:00:00":
         return None
     return text
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a BMC may send anything)."""
+    return value if isinstance(value, dict) else {}
+
+
+def items(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def odata_id(value: Any) -> str | None:
@@ -68,6 +95,133 @@ def onboard_from_id(*texts: str | None) -> bool | None:
     if _SLOT_RE.search(joined):
         return False
     return None
+
+
+def location_from_text(*texts: str | None) -> str | None:
+    """A LOCATION_* from a location label ("OCP 3.0 Slot 10", "OnBoard", "NIC.LOM.1.1",
+    "PCI-E Slot 1"): OCP before LOM before slot."""
+    joined = " ".join(t for t in texts if t)
+    if not joined:
+        return None
+    if _OCP_RE.search(joined):
+        return LOCATION_OCP
+    if _EMBEDDED_RE.search(joined):
+        return LOCATION_EMBEDDED
+    if _SLOT_RE.search(joined):
+        return LOCATION_SLOT
+    return None
+
+
+def location_from_name(*texts: str | None) -> str | None:
+    """A LOCATION_* from a product name: only the form factor it names (OCP, LOM).
+
+    Names are not labels: "integrated BMC, 32GB on-board DDR" describes a DPU card's features.
+    """
+    joined = " ".join(t for t in texts if t)
+    if _OCP_RE.search(joined):
+        return LOCATION_OCP
+    if re.search(r"\bLOM\b", joined):
+        return LOCATION_EMBEDDED
+    return None
+
+
+def part_location(resource: dict[str, Any], where: str) -> tuple[str, str, str | None] | None:
+    """(location, what said so, slot label) from a resource's Location (Redfish Resource.Location).
+
+    ``LocationType: Embedded`` is on the board; ``Slot`` is an add-in card unless its label
+    names an OCP/mezzanine or "OnBoard" position (Lenovo labels onboard devices that way).
+    """
+    loc = resource.get("Location")
+    if not isinstance(loc, dict):
+        return None
+    raw = loc.get("PartLocation")
+    part: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    kind = str(part.get("LocationType") or "")
+    label = _clean(part.get("ServiceLabel")) or _clean(loc.get("Info"))
+    said = f"{where} Location {kind or 'Info'}" + (f" {label!r}" if label else "")
+    text_loc = location_from_text(label)
+    if kind.lower() == "embedded":
+        return LOCATION_EMBEDDED, said, label
+    if text_loc in ONBOARD_LOCATIONS:
+        return text_loc, said, label
+    if kind.lower() in {"slot", "bay", "connector"}:
+        return LOCATION_SLOT, said, label
+    if text_loc:
+        return text_loc, said, label
+    return None
+
+
+def slot_location(slot: dict[str, Any], where: str) -> tuple[str, str, str | None] | None:
+    """(location, what said so, label) from a PCIeSlots entry or a PCIeDevice's Slot."""
+    slot_type = str(slot.get("SlotType") or "")
+    if slot_type.lower() in _OCP_SLOT_TYPES:
+        label = None
+        if isinstance(slot.get("Location"), dict):
+            label = _clean(obj(slot["Location"].get("PartLocation")).get("ServiceLabel"))
+        return LOCATION_OCP, f"{where} SlotType {slot_type}", label
+    return part_location(slot, where)
+
+
+def device_location(device: dict[str, Any]) -> tuple[str, str, str | None] | None:
+    """Where a PCIeDevice sits: its Slot, else its name/model ("... OCP Ethernet Adapter")."""
+    where = str(device.get("@odata.id") or "PCIeDevice")
+    slot = device.get("Slot")
+    found = slot_location(slot, f"{where} Slot") if isinstance(slot, dict) else None
+    named = location_from_name(_clean(device.get("Name")), _clean(device.get("Model")))
+    if named in ONBOARD_LOCATIONS and (found is None or found[0] == LOCATION_SLOT):
+        label = found[2] if found else None
+        return named, f"{where} Name {device.get('Name')!r}", label
+    return found
+
+
+def boot_option_entry(option: dict[str, Any]) -> tuple[str, str, bool] | None:
+    """(mac, "Boot0003 UEFI PXEv4 ...", over USB) of a BootOption whose device path names a MAC."""
+    path = option.get("UefiDevicePath")
+    if not isinstance(path, str):
+        return None
+    found = _UEFI_MAC_RE.search(path)
+    if not found:
+        return None
+    mac = norm_mac(":".join(found.group(1)[i:i + 2] for i in range(0, 12, 2)))
+    if not mac:
+        return None
+    ref = _clean(option.get("BootOptionReference")) or _clean(option.get("Id")) or "?"
+    label = _clean(option.get("DisplayName")) or _clean(option.get("Name")) or ""
+    if "/Uri(" in path:
+        label = label if "http" in label.lower() else f"{label} (HTTP)".strip()
+    return mac, f"{ref} {label}".strip(), "/USB(" in path.upper()
+
+
+def with_location(port: NicPort, found: tuple[str, str, str | None] | None) -> NicPort:
+    """The port with a location fact (kept if it already has one); onboard follows from it."""
+    if found is None or port.location is not None:
+        return port
+    location, said, label = found
+    onboard = port.onboard
+    if location in ONBOARD_LOCATIONS:
+        onboard = True
+    elif onboard is None:
+        onboard = False
+    return replace(port, location=location, location_from=said, onboard=onboard,
+                   pcie_slot=port.pcie_slot or label)
+
+
+def complete(port: NicPort, extra: NicPort) -> NicPort:
+    """``port`` with every fact it lacks taken from ``extra`` (another view of the same MAC)."""
+    changes: dict[str, Any] = {}
+    for f in fields(NicPort):
+        if f.name in {"id", "mac", "source"}:
+            continue
+        mine, theirs = getattr(port, f.name), getattr(extra, f.name)
+        if mine in (None, ()) and theirs not in (None, ()):
+            changes[f.name] = theirs
+    if port.link_up is False and extra.link_up is True:
+        changes["link_up"] = True  # one view says up: believe the port is cabled and lit
+    if port.location is None and extra.location is not None:
+        # Vendor port naming that says onboard (Dell NIC.Integrated, Cisco MLOM) is kept, as
+        # in with_location; otherwise the location decides.
+        changes["onboard"] = True if port.onboard else extra.onboard
+    return replace(port, **changes) if changes else port
 
 
 def is_host_interface(eth: dict[str, Any]) -> bool:
@@ -141,28 +295,79 @@ def parse_device_function(
         speed_mbps=speed or None,
         source=odata_id(function) or "",
         onboard=onboard_from_id(adapter_id, ident),
+        # NetworkDeviceFunction.BootMode: the function's option ROM boots PXE.
+        boot_options=("NetworkDeviceFunction BootMode PXE",)
+        if str(function.get("BootMode") or "").upper() == "PXE" else (),
     )
 
 
-def function_port_link(function: dict[str, Any]) -> str | None:
-    """The physical port a device function is assigned to, wherever the schema version puts it."""
-    links = function.get("Links") or {}
+def function_port_links(function: dict[str, Any]) -> list[str]:
+    """Every physical port a device function names, in the order the schema versions prefer.
+
+    Schemas before NetworkAdapter 1.x name a ``NetworkPorts`` member, later ones a ``Ports``
+    member; XCC fills both, so each is tried against the ports actually read.
+    """
+    links = obj(function.get("Links"))
     candidates = [
         odata_id(links.get("PhysicalPortAssignment")),
         odata_id(function.get("PhysicalPortAssignment")),
         odata_id(links.get("PhysicalNetworkPortAssignment")),
         *link_list(function.get("AssignablePhysicalPorts")),
+        *link_list(function.get("AssignablePhysicalNetworkPorts")),
         *link_list(links.get("Ports")),
     ]
+    out: list[str] = []
     for candidate in candidates:
-        if candidate:
-            return candidate
-    return None
+        if candidate and candidate.rstrip("/") not in out:
+            out.append(candidate.rstrip("/"))
+    return out
+
+
+def best_port(views: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the Port and NetworkPort a function names (XCC lists both, one may be stale), the
+    one saying link up, else one with any link state, else the first."""
+    for wanted in (True, False):
+        for view in views:
+            if _link_state(view.get("LinkStatus")) is wanted:
+                return view
+    return views[0] if views else None
+
+
+def function_port_link(function: dict[str, Any]) -> str | None:
+    """The first physical port a device function is assigned to."""
+    links = function_port_links(function)
+    return links[0] if links else None
+
+
+def pcie_device_of(function: dict[str, Any]) -> str | None:
+    """The PCIeDevice a NetworkDeviceFunction's ``Links.PCIeFunction`` belongs to.
+
+    The PCIeFunction URI is ``.../PCIeDevices/<device>/PCIeFunctions/<function>`` by the
+    Redfish URI rules, so the device is named without another request.
+    """
+    link = odata_id(obj(function.get("Links")).get("PCIeFunction"))
+    if not link or "/PCIeFunctions/" not in link:
+        return None
+    return link.split("/PCIeFunctions/", 1)[0]
+
+
+def location_from_id(port: NicPort) -> NicPort:
+    """A port whose location no Redfish property gave: what its Id says (Dell
+    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM)."""
+    if port.location is not None:
+        return port
+    found = location_from_text(port.id)
+    if found is None:
+        return port
+    onboard = port.onboard if port.onboard is not None else found in ONBOARD_LOCATIONS
+    return replace(port, location=found, location_from=f"port Id {port.id!r}", onboard=onboard)
 
 
 def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort]:
     """Ports from EthernetInterfaces, completed by NetworkAdapters data for the same MAC."""
-    by_mac = {p.mac: p for p in secondary}
+    by_mac: dict[str, NicPort] = {}
+    for port in secondary:
+        by_mac[port.mac] = complete(by_mac[port.mac], port) if port.mac in by_mac else port
     out: list[NicPort] = []
     seen: set[str] = set()
     for port in primary:
@@ -170,21 +375,26 @@ def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort
             continue
         seen.add(port.mac)
         extra = by_mac.get(port.mac)
-        if extra:
-            port = NicPort(
-                id=port.id,
-                mac=port.mac,
-                name=port.name or extra.name,
-                link_up=port.link_up if port.link_up is not None else extra.link_up,
-                speed_mbps=port.speed_mbps or extra.speed_mbps,
-                source=port.source,
-                onboard=port.onboard if port.onboard is not None else extra.onboard,
-            )
-        out.append(port)
+        out.append(complete(port, extra) if extra else port)
     for port in secondary:
         if port.mac not in seen:
             seen.add(port.mac)
-            out.append(port)
+            out.append(by_mac[port.mac])
+    return out
+
+
+def unique_ids(ports: list[NicPort]) -> list[NicPort]:
+    """Ports whose Id another port shares get their adapter's Id in front ("slot3/1"): many
+    BMCs number device functions per adapter, and a rule's port_id must name one port."""
+    counts: dict[str, int] = {}
+    for port in ports:
+        counts[port.id] = counts.get(port.id, 0) + 1
+    out = []
+    for port in ports:
+        found = re.search(r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/", port.source)
+        if counts[port.id] > 1 and found:
+            port = replace(port, id=f"{found.group(1)}/{port.id}")
+        out.append(port)
     return out
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from provisioner.bmc.base import BootTarget, PowerAction
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors, is_tty
+from provisioner.cli.nic_explain import print_explanation
 from provisioner.cli.tables import (
     Col,
     WideOption,
@@ -177,10 +178,15 @@ def discover(
     as_json: bool = JsonOption,
     parallel: int | None = ParallelOption,
     wide: bool = WideOption,
+    explain: str | None = typer.Option(
+        None, "--explain", metavar="HOST",
+        help="Read one host and show, per NIC, the facts used and why it was (not) chosen."),
 ) -> None:
     """Read every BMC at once: serials, NICs and the provisioning MAC, disks, clocks, firmware."""
     s = load_site(site_name(site))
-    selected = _select(s, hosts, rack, required=False)
+    if explain:
+        hosts = [explain]
+    selected = _select(s, hosts, rack, required=bool(explain))
     store = StateStore.for_site(s)
     with store.orchestrator_lock("discover"):
         selected = _skip_maintenance(store, selected, force=False)
@@ -200,7 +206,9 @@ def discover(
                                     on_result=tick)
     max_skew = s.settings.max_clock_skew_s
     skewed = clock_skew_alerts(results, max_skew)
-    if as_json:
+    if explain:
+        _explain(results, as_json)
+    elif as_json:
         print_json([
             {
                 "host": r.host,
@@ -226,6 +234,18 @@ def discover(
             err.print(f"[yellow]{host}[/] BMC clock is off by {skew:+.0f}s "
                       f"(more than max_clock_skew_s={max_skew:g})")
     _failure_exit([r.host for r in results if not r.ok], len(results), "discovery")
+
+
+def _explain(results: Sequence[DiscoveryResult], as_json: bool) -> None:
+    for res in results:
+        data = (res.facts.extra.get("nic_explain") if res.facts else None) or {}
+        if as_json:
+            print_json({"host": res.host, "ok": res.ok, "reason": res.reason,
+                        "error": res.error, **data})
+        elif res.facts is None:
+            err.print(f"[red]{res.host}[/] {res.reason}: {res.error}")
+        else:
+            print_explanation(console, err, res.host, data)
 
 
 # -- power and boot ------------------------------------------------------------------------

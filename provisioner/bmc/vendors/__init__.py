@@ -29,6 +29,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("supmicro", "supermicro"),  # Supermicro's own Oem key is spelled "Supermicro"/"SMC"
     ("lenovo", "lenovo"),
     ("nvidia", "nvidia"),
+    ("mellanox", "nvidia"),  # BlueField DPU BMCs say "https://www.mellanox.com"
 )
 
 

@@ -50,7 +50,6 @@ class DellBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "dell"
-    always_read_network_adapters: ClassVar[bool] = True
     job_timeout_s: float = 900.0
 
     def prepare_boot(self, target: BootTarget) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
-from provisioner.bmc.base import BootTarget
+from provisioner.bmc.base import BootTarget, NicPort
 from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
+from provisioner.bmc.vendors.hpe_adapters import adapter_locations, port_link
 from provisioner.redfish.errors import BMCUnsupported, RedfishError
 
 # UEFI device path endings of a port's PXE (IPv4) and HTTP boot (IPv4 + URI) entries.
@@ -27,6 +29,25 @@ class HpeBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "hpe"
+
+    def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
+        """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters."""
+        links = rp.obj(rp.obj(rp.obj(self.system().get("Oem")).get("Hpe")).get("Links"))
+        collection = rp.odata_id(links.get("NetworkAdapters"))
+        if not collection:
+            return ports
+        where: dict[str, tuple[str, str, str | None]] = {}
+        link: dict[str, bool] = {}
+        for adapter in self._each_member(collection, "HPE BaseNetworkAdapter"):
+            where.update(adapter_locations(adapter))
+            link.update(port_link(adapter))
+        out = []
+        for port in ports:
+            port = rp.with_location(port, where.get(port.mac))
+            if port.link_up is None and port.mac in link:
+                port = replace(port, link_up=link[port.mac])
+            out.append(port)
+        return out
 
     def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
         if target == BootTarget.HTTP and current not in (None, "UEFI"):

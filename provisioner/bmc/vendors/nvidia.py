@@ -1,19 +1,33 @@
-"""NVIDIA DGX/HGX BMCs (OpenBMC/AMI based), which list the GPU baseboard as a second System."""
+"""NVIDIA DGX/HGX/GB200 and BlueField BMCs (OpenBMC/AMI based)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from provisioner.bmc.base import BootTarget
+from provisioner.bmc.base import LOCATION_EMBEDDED, BootTarget
 from provisioner.bmc.redfish_bmc import RedfishBMC
 
 
 class NvidiaBMC(RedfishBMC):
     """The host is the System that is not an ``HGX_*`` baseboard; its ConnectX ports live
-    under Chassis NetworkAdapters, and the override must name UEFI mode."""
+    under Chassis NetworkAdapters, and the override must name UEFI mode.
+
+    The DGX BMC lists the add-in positions in ``PCIeSlots`` with a ``Slot`` location and a
+    service label ("PCIe Slot 2", "NIC 1, Slot 1" for the cluster ConnectX modules). The
+    devices built into the motherboard tray (the X550 10GbE, the two in-band/storage
+    ConnectX-7) are in an entry with neither location nor slot type, or in none: those are
+    taken as onboard; the generic code leaves them unknown.
+    """
 
     vendor: ClassVar[str] = "nvidia"
-    always_read_network_adapters: ClassVar[bool] = True
 
     def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
         return "UEFI"
+
+    def unlabelled_slot_location(self, slot: dict[str, Any] | None, device: str
+                                 ) -> tuple[str, str, str | None] | None:
+        if slot is not None and (slot.get("Location") or slot.get("SlotType")):
+            return None
+        why = ("in a PCIeSlots entry with no Location or SlotType" if slot is not None
+               else "in no PCIeSlots entry")
+        return LOCATION_EMBEDDED, f"{device} {why} (DGX motherboard tray)", None

@@ -1,0 +1,64 @@
+"""Rendering of `provision discover --explain HOST`: each NIC's facts and the rule's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def explain_table(host: str, explain: dict[str, Any]) -> Table:
+    """One row per port: where it sits, link (? = not reported), and why (not) chosen."""
+    rule = explain.get("rule") or "no rule"
+    table = Table(title=f"{host}: provisioning NIC by {rule}", title_justify="left",
+                  expand=False)
+    for col, kw in (("port", {"overflow": "fold", "max_width": 20}),
+                    ("MAC", {"no_wrap": True}),
+                    ("where", {"overflow": "fold", "max_width": 11}),
+                    ("link", {"no_wrap": True}),
+                    ("verdict", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for port in explain.get("ports") or []:
+        where = port.get("location") or ("onboard" if port.get("onboard") else "?")
+        if port.get("pcie_slot"):
+            where = f"{where} ({port['pcie_slot']})"
+        link = {"up": "up", "down": "down"}.get(str(port.get("link")), "?")
+        if port.get("chosen"):
+            verdict = "[green]chosen[/]"
+        else:  # the sources of each fact follow the table: keep the cell short
+            verdict = "; ".join(_short(r) for r in port.get("why_not") or []) or "-"
+        table.add_row(str(port.get("id")), str(port.get("mac")), where, link, verdict)
+    return table
+
+
+def _short(reason: str) -> str:
+    """A verdict reason without its detail ("not onboard (slot, from ...)" -> "... (slot)")."""
+    if ", from " in reason:
+        return reason.split(", from ")[0] + ")"
+    return reason.split(":")[0]
+
+
+def print_explanation(out: Console, err: Console, host: str, explain: dict[str, Any]) -> None:
+    """The table, then per port the facts' sources, then the warnings or the refusal."""
+    out.print(explain_table(host, explain))
+    for port in explain.get("ports") or []:
+        facts = []
+        if port.get("location_from"):
+            facts.append(f"location from {port['location_from']}")
+        if port.get("vendor"):
+            facts.append(f"adapter {port['vendor']}")
+        if port.get("boot_options"):
+            facts.append("boot entries " + ", ".join(port["boot_options"][:2]))
+        if port.get("excluded"):
+            facts.append(f"excluded: {port['excluded']}")
+        if facts:
+            out.print(f"{port.get('id')}:", soft_wrap=False)
+            for fact in facts:
+                out.print(f"  {fact}", soft_wrap=False, overflow="fold")
+    for warning in explain.get("warnings") or []:
+        err.print(f"[yellow]{host}[/] warning: {warning}")
+    if explain.get("error"):
+        err.print(f"[red]{host}[/] {explain['error']}")
+    if explain.get("hint") and not explain.get("chosen"):
+        err.print(f"  hint: {explain['hint']}")

@@ -1,0 +1,152 @@
+"""Where a port sits and which MACs the firmware network-boots, from Redfish semantics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provisioner.bmc import redfish_parse as rp
+from provisioner.bmc.base import NicPort
+from tests.conftest import corpus_path
+
+LENOVO = ("redfish", "lenovo-xcc-sr670v2-libredfish", "mockup", "redfish", "v1")
+DGX = ("redfish", "nvidia-dgx-h100-libredfish", "mockup", "redfish", "v1")
+
+
+def load(*path: str) -> dict:
+    return json.loads(corpus_path(*path, "index.json").read_text())
+
+
+def test_part_location_types():
+    embedded = {"Location": {"PartLocation": {"LocationType": "Embedded"}}}
+    assert rp.part_location(embedded, "a")[0] == "embedded"
+    slot = {"Location": {"PartLocation": {"LocationType": "Slot", "ServiceLabel": "PCIe 4"}}}
+    assert rp.part_location(slot, "a") == ("slot", "a Location Slot 'PCIe 4'", "PCIe 4")
+    # Lenovo labels motherboard devices as an "OnBoard" slot.
+    onboard = {"Location": {"Info": "OnBoard", "PartLocation": {
+        "LocationType": "Slot", "ServiceLabel": "OnBoard"}}}
+    assert rp.part_location(onboard, "a")[0] == "embedded"
+    assert rp.part_location({}, "a") is None
+
+
+def test_ocp_slot_type_and_names():
+    assert rp.slot_location({"SlotType": "OCP3Small"}, "s")[0] == "ocp"
+    assert rp.location_from_name("Broadcom 5719 1GbE RJ45 4-port OCP Ethernet Adapter") == "ocp"
+    # A DPU's product name lists features, not where it sits.
+    assert rp.location_from_name(
+        "BlueField-2 DPU 100GbE Dual-Port QSFP56, integrated BMC, 32GB on-board DDR") is None
+    assert rp.location_from_text("NIC.LOM.1.1") == "embedded"
+    assert rp.location_from_text("OCP.Slot.10.1", "OCP 3.0 Slot 10") == "ocp"
+    assert rp.location_from_text("PCI-E Slot 1") == "slot"
+    assert rp.location_from_text("NIC.FlexLOM.1.1", "FlexibleLOM 1") == "ocp"  # HPE FLR
+    blade = rp.location_from_id(NicPort("NIC.Mezzanine.1A-1-1", "02:00:5e:00:00:0a"))
+    assert (blade.location, blade.onboard) == ("ocp", True)
+
+
+def test_lenovo_ocp_adapter_device_is_onboard():
+    device = load(*LENOVO, "Chassis", "1", "PCIeDevices", "slot_27")
+    location, said, label = rp.device_location(device)
+    assert (location, label) == ("ocp", "PCIe 27")
+    assert "OCP Ethernet Adapter" in said
+    assert rp.device_location(load(*LENOVO, "Chassis", "1", "PCIeDevices", "slot_15"))[0] == \
+        "slot"
+
+
+def test_boot_option_entries_name_macs_and_usb_paths():
+    pxe = load(*DGX, "Systems", "DGX", "BootOptions", "0026")
+    assert rp.boot_option_entry(pxe) == (
+        "a0:88:c2:82:6e:52", "Boot0026 UEFI: PXE IPv4 Nvidia Network Adapter - A0:88:C2:82:6E:52",
+        False)
+    usb = load(*DGX, "Systems", "DGX", "BootOptions", "002C")
+    assert usb is not None and rp.boot_option_entry(usb)[2] is True
+    disk = load(*DGX, "Systems", "DGX", "BootOptions", "0000")
+    assert rp.boot_option_entry(disk) is None
+
+
+def test_port_links_are_tried_in_both_collections():
+    function = load(*LENOVO, "Chassis", "1", "NetworkAdapters", "slot-27",
+                    "NetworkDeviceFunctions", "1.1")
+    links = rp.function_port_links(function)
+    assert "/redfish/v1/Chassis/1/NetworkAdapters/slot-27/Ports/1" in links
+    assert "/redfish/v1/Chassis/1/NetworkAdapters/slot-27/NetworkPorts/1" in links
+
+
+def test_bare_hex_macs_are_macs():
+    assert rp.norm_mac("00620B4C284E") == "00:62:0b:4c:28:4e"
+
+
+def test_location_facts_merge_and_ids_stay_unique():
+    primary = NicPort("1", "02:00:5e:00:00:01", link_up=None, source="/Systems/1/Eth/1")
+    adapter = NicPort("1", "02:00:5e:00:00:01", link_up=True, location="ocp", onboard=True,
+                      source="/Chassis/1/NetworkAdapters/a/NetworkDeviceFunctions/1")
+    other = NicPort("1", "02:00:5e:00:00:02", location="slot", onboard=False,
+                    source="/Chassis/1/NetworkAdapters/b/NetworkDeviceFunctions/1")
+    merged = rp.unique_ids(rp.merge_nics([primary], [adapter, other]))
+    assert [(p.id, p.link_up, p.location, p.onboard) for p in merged] == [
+        ("1", True, "ocp", True), ("b/1", None, "slot", False)]
+
+
+def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
+    # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
+    # (a VIC in PCIe slot 1) and "MLOM.0" (the modular LOM), no LinkStatus at all.
+    from provisioner.bmc.nic_select import explain_selection
+    from provisioner.inventory import NicRule
+
+    raw = [{"Id": "1.0", "MACAddress": "02:00:5e:40:00:10"},
+           {"Id": "MLOM.0", "MACAddress": "02:00:5e:40:00:20"},
+           {"Id": "MLOM.1", "MACAddress": "02:00:5e:40:00:21"}]
+    ports = [rp.location_from_id(p) for p in
+             (rp.parse_ethernet_interface(r) for r in raw) if p]
+    by_id = {p.id: p for p in ports}
+    assert by_id["MLOM.0"].onboard is True and by_id["MLOM.0"].location == "embedded"
+    assert by_id["MLOM.0"].link == "unknown" and by_id["1.0"].onboard is None
+    choice = explain_selection(ports, NicRule(rule="first-onboard-up"))
+    assert choice.port is not None and choice.port.id == "MLOM.0"
+    assert choice.warnings and "no link state" in choice.warnings[0]
+
+
+@pytest.mark.parametrize("junk", [None, 3, "x", [], [1, 2], {"PartLocation": [1]},
+                                  {"PartLocation": {"LocationType": 7, "ServiceLabel": []}}])
+def test_hostile_shapes_give_no_fact_and_no_crash(junk):
+    assert rp.part_location({"Location": junk}, "a") in (None, ("slot", "a Location 7", None))
+    rp.slot_location({"SlotType": junk, "Location": junk}, "s")
+    rp.device_location({"Slot": junk, "Name": junk, "Model": junk})
+    assert rp.boot_option_entry({"UefiDevicePath": junk}) is None
+    rp.function_port_links({"Links": junk, "AssignablePhysicalPorts": junk})
+    assert rp.obj(junk) == (junk if isinstance(junk, dict) else {})
+
+
+def test_vendor_port_naming_that_says_onboard_survives_a_slot_location():
+    mlom = rp.parse_ethernet_interface({"Id": "MLOM.0", "MACAddress": "02:00:5e:40:00:20"})
+    assert mlom is not None and mlom.onboard is True
+    card = NicPort("eth0", mlom.mac, location="slot", onboard=False,
+                   location_from="adapter Location Slot 'MLOM'")
+    (merged,) = rp.merge_nics([mlom], [card])
+    assert merged.onboard is True and merged.location == "slot"
+
+
+def test_supermicro_aiom_is_ocp_and_function_boot_mode_is_a_pxe_fact():
+    assert rp.location_from_text("AIOM slot 1") == "ocp"
+    nic = rp.parse_device_function(
+        {"Id": "1", "BootMode": "PXE", "Ethernet": {"MACAddress": "02:00:5e:00:00:07"}},
+        None, "1")
+    assert nic is not None and nic.boot_options == ("NetworkDeviceFunction BootMode PXE",)
+
+
+def test_pcie_device_from_a_function_link():
+    function = load(*DGX, "Chassis", "DGX", "NetworkAdapters", "DevType7_NIC0",
+                    "NetworkDeviceFunctions", "NetworkDeviceFunction0")
+    assert rp.pcie_device_of(function) == "/redfish/v1/Chassis/DGX/PCIeDevices/00_0B_00"
+    assert rp.pcie_device_of({"Links": {"PCIeFunction": {"@odata.id": "/x/y"}}}) is None
+
+
+def test_a_view_saying_link_up_wins_over_a_stale_one():
+    down = {"@odata.id": "/a/NetworkPorts/1", "LinkStatus": "Down"}
+    up = {"@odata.id": "/a/Ports/1", "LinkStatus": "LinkUp"}
+    assert rp.best_port([down, up]) is up
+    assert rp.best_port([{"@odata.id": "/x"}, down]) is down
+    assert rp.best_port([]) is None
+    eth = NicPort("NIC1", "02:00:5e:00:00:01", link_up=False)
+    port = NicPort("1.1", "02:00:5e:00:00:01", link_up=True)
+    assert rp.merge_nics([eth], [port])[0].link_up is True
