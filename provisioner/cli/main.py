@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "provisioner.cli.bmc_cmds",
     "provisioner.cli.deploy_cmds",
     "provisioner.cli.health_cmds",
+    "provisioner.cli.baseline_cmds",
     "provisioner.cli.cabling_cmds",
 )
 

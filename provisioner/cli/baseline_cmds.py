@@ -1,0 +1,137 @@
+"""`provision firmware check` and `provision bios check`: each host against its baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.errors import handle_errors
+from provisioner.exceptions import InputError, PartialFailure
+from provisioner.health.junit import write_atomic
+from provisioner.inventory import Host, Site, load_site
+from provisioner.workflow.baseline import (
+    HostCompliance,
+    check_bios,
+    check_firmware,
+    render_junit,
+    render_metrics,
+)
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+firmware_app = typer.Typer(help="Firmware baselines: what each host must run, and who drifts.",
+                           no_args_is_help=True)
+bios_app = typer.Typer(help="BIOS baselines: the attributes each host must have, and who drifts.",
+                       no_args_is_help=True)
+
+HostsArg = typer.Argument(None, help="Host names or globs (default: every host with a baseline).")
+RackOption = typer.Option(None, "--rack", "-r", help="Only this rack.")
+JunitOption = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report.")
+MetricsOption = typer.Option(None, "--textfile", metavar="FILE",
+                             help="Write Prometheus metrics (node_exporter textfile format).")
+ParallelOption = typer.Option(None, "--parallel", min=1,
+                              help="BMCs at once (default: settings.redfish.max_parallel).")
+AllOption = typer.Option(False, "--all", help="List entries that are met too.")
+
+Checker = Callable[..., list[HostCompliance]]
+
+
+def _table(kind: str, reports: Sequence[HostCompliance], show_all: bool) -> Table:
+    ok = sum(r.compliant for r in reports)
+    table = Table(title=f"{kind} baseline: {ok}/{len(reports)} hosts compliant")
+    for col, ratio in (("host", 2), ("entry", 3), ("have", 2), ("want", 2), ("status", 1)):
+        table.add_column(col, ratio=ratio, overflow="fold")
+    for rep in reports:
+        if not rep.read:
+            table.add_row(Text(rep.host), Text(rep.reason or ""), "", "",
+                          Text("unread", style="red"))
+            continue
+        shown = rep.items if show_all else rep.drifted
+        if not shown:
+            table.add_row(Text(rep.host), Text(f"{len(rep.items)} entries"), "", "",
+                          Text("ok", style="green"))
+        for item in shown:
+            style = "green" if item.compliant else "yellow" if item.status == "pending" else "red"
+            table.add_row(Text(rep.host), Text(item.name), Text(item.have), Text(item.want),
+                          Text(item.status.value, style=style))
+    return table
+
+
+def _json(rep: HostCompliance) -> dict[str, object]:
+    return {"host": rep.host, "compliant": rep.compliant, "reason": rep.reason,
+            "error": rep.error, "warnings": list(rep.warnings),
+            "items": [{"kind": i.kind, "name": i.name, "have": i.have, "want": i.want,
+                       "status": i.status.value, "hint": i.hint} for i in rep.items]}
+
+
+def _select(s: Site, hosts: list[str] | None, rack: str | None, kind: str) -> list[Host]:
+    selected = s.select(hosts or None, rack)
+    with_baseline = [h for h in selected if (h.bios if kind == "bios" else h.firmware)]
+    if not with_baseline:
+        raise InputError(
+            f"none of the {len(selected)} selected hosts has a {kind} baseline",
+            hint=f"add `{kind}:` to their profile (or host) in the site file; see "
+            "docs/firmware.md")
+    return with_baseline
+
+
+def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
+         site: str | None, as_json: bool, junit: Path | None, textfile: Path | None,
+         parallel: int | None, show_all: bool) -> None:
+    s = load_site(site_name(site))
+    reports = checker(s, _select(s, hosts, rack, kind), max_parallel=parallel)
+    if junit:
+        write_atomic(junit, render_junit(kind, reports))
+    if textfile:
+        write_atomic(textfile, render_metrics(kind, reports))
+    if as_json:
+        print_json([_json(r) for r in reports])
+    else:
+        console.print(_table(kind, reports, show_all))
+        for rep in reports:
+            for item in rep.drifted:
+                if item.hint:
+                    err.print(Text(f"{rep.host} {item.name}: {item.hint}"))
+            for warning in rep.warnings:
+                err.print(Text(f"{rep.host} warning: {warning}", style="yellow"))
+            if rep.error:
+                err.print(Text(f"{rep.host} {rep.reason}: {rep.error}", style="red"))
+    bad = [r.host for r in reports if not r.compliant]
+    if bad:
+        raise PartialFailure(
+            f"{len(bad)} of {len(reports)} hosts do not meet their {kind} baseline: "
+            f"{', '.join(bad)}",
+            hint="the table gives each entry's have/want; unread hosts give their reason")
+
+
+@firmware_app.command("check")
+@handle_errors
+def firmware_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
+                   site: str | None = SiteOption, as_json: bool = JsonOption,
+                   junit: Path | None = JunitOption, textfile: Path | None = MetricsOption,
+                   parallel: int | None = ParallelOption, show_all: bool = AllOption) -> None:
+    """Every host's firmware versions against its baseline; exit 3 on drift."""
+    _run("firmware", check_firmware, hosts, rack, site, as_json, junit, textfile, parallel,
+         show_all)
+
+
+@bios_app.command("check")
+@handle_errors
+def bios_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
+               site: str | None = SiteOption, as_json: bool = JsonOption,
+               junit: Path | None = JunitOption, textfile: Path | None = MetricsOption,
+               parallel: int | None = ParallelOption, show_all: bool = AllOption) -> None:
+    """Every host's BIOS attributes against its baseline; exit 3 on drift."""
+    _run("bios", check_bios, hosts, rack, site, as_json, junit, textfile, parallel, show_all)
+
+
+def register(app: typer.Typer) -> None:
+    """Mount `provision firmware` and `provision bios`."""
+    app.add_typer(firmware_app, name="firmware")
+    app.add_typer(bios_app, name="bios")
