@@ -9,7 +9,6 @@ from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.redfish.errors import BMCUnsupported
 
-
 # What BMCs print as the version of a component that is not installed (Supermicro's backup
 # images, empty slots).
 ABSENT = {"", "not present", "n/a", "na", "none", "unknown"}
