@@ -140,3 +140,57 @@ def parse_registry(entries: list[Any]) -> dict[str, AttributeInfo]:
             values=allowed or None,
         )
     return out
+
+
+def stage_bios(bmc: RedfishBMC, state: BiosState, changes: dict[str, Any]) -> str | None:
+    """Write ``changes`` to the pending settings, to apply at the next reset; returns a vendor
+    job to wait for after the reset (iDRAC), else None."""
+    vendor_stage = getattr(bmc, "stage_bios", None)
+    target = state.settings_path or state.path
+    if callable(vendor_stage):
+        job = vendor_stage(target, changes)
+        return job if isinstance(job, str) else None
+    body: dict[str, Any] = {"Attributes": changes}
+    if "OnReset" in state.apply_times:
+        body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
+    etag = None
+    if state.settings_path:
+        # iLO refuses a PATCH of the settings object without its current ETag (If-Match).
+        current = bmc.client.get(state.settings_path)
+        etag = current.get("@odata.etag") if isinstance(current.get("@odata.etag"), str) else None
+    bmc.client.patch(target, body, etag=etag)
+    return None
+
+
+def text_value(value: Any) -> str:
+    """An attribute value as printed and compared (booleans as true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def same_value(want: Any, have: Any) -> bool:
+    """Whether a BIOS reports the wanted value.
+
+    BMCs report booleans as JSON booleans or as "True"-like strings, and numbers sometimes as
+    strings: compare the printed forms, exactly otherwise (enumerations are case-sensitive).
+    """
+    return text_value(want) == text_value(have) or (
+        isinstance(want, bool) and text_value(have).lower() == text_value(want))
+
+
+def unapplied(bmc: RedfishBMC, wanted: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The wanted values the BIOS does not show yet (name -> what it shows), and what the BMC
+    says of its last attempt to apply settings (``@Redfish.Settings.Messages``)."""
+    link = rp.odata_id(bmc.system(refresh=True).get("Bios")) or ""
+    bios = bmc.client.get(link)
+    found = bios.get("Attributes")
+    attrs: dict[str, Any] = found if isinstance(found, dict) else {}
+    still = {k: attrs.get(k) for k, v in wanted.items() if not same_value(v, attrs.get(k))}
+    settings = bios.get("@Redfish.Settings")
+    notes = []
+    if isinstance(settings, dict):
+        for msg in settings.get("Messages") or []:
+            if isinstance(msg, dict) and "success" not in str(msg.get("MessageId", "")).lower():
+                notes.append(str(msg.get("Message") or msg.get("MessageId")))
+    return still, "; ".join(notes)

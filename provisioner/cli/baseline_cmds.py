@@ -11,12 +11,15 @@ from rich.table import Table
 from rich.text import Text
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors
+from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.health.junit import write_atomic
 from provisioner.inventory import Host, Site, load_site
+from provisioner.state import StateStore
 from provisioner.workflow.baseline import (
+    ApplyOptions,
     HostCompliance,
+    apply_bios,
     check_bios,
     check_firmware,
     render_junit,
@@ -129,6 +132,65 @@ def bios_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
                parallel: int | None = ParallelOption, show_all: bool = AllOption) -> None:
     """Every host's BIOS attributes against its baseline; exit 3 on drift."""
     _run("bios", check_bios, hosts, rack, site, as_json, junit, textfile, parallel, show_all)
+
+
+@bios_app.command("apply")
+@handle_errors
+def bios_apply(
+    hosts: list[str] = typer.Argument(..., help="Host names or globs to bring to baseline."),
+    site: str | None = SiteOption,
+    reboot: bool = typer.Option(True, "--reboot/--no-reboot",
+                                help="Reset each host to apply and verify (else only stage)."),
+    force: bool = typer.Option(False, "--force",
+                               help="Also reset hosts that are deployed, configured or "
+                               "validated (in use)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; send nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before resetting hosts."),
+    timeout: float = typer.Option(900.0, "--timeout", metavar="SECONDS", min=1,
+                                  help="How long to wait for a host to show the new values."),
+    as_json: bool = JsonOption,
+    parallel: int | None = ParallelOption,
+) -> None:
+    """Set each host's BIOS to its baseline: refuse unknown names/values before sending,
+    stage, reset hosts not in use, read back. Exit 3 if any host failed."""
+    s = load_site(site_name(site))
+    selected = _select(s, hosts, None, "bios")
+    if dry_run:
+        reports = check_bios(s, selected, max_parallel=parallel)
+        if as_json:
+            print_json([_json(r) for r in reports])
+        else:
+            console.print(_table("bios", reports, show_all=False))
+            console.print("dry run: nothing sent")
+        return
+    if reboot and not yes:
+        if not is_tty():
+            raise InputError("bios apply resets hosts and needs confirmation",
+                             hint="pass --yes (or --no-reboot to only stage the values)")
+        names = ", ".join(h.name for h in selected)
+        if not typer.confirm(f"reset {len(selected)} host(s) to apply BIOS settings: {names}?"):
+            console.print("nothing done")
+            return
+    store = StateStore.for_site(s)
+    with store.orchestrator_lock("bios apply"):
+        results = apply_bios(s, selected, store, max_parallel=parallel,
+                             opts=ApplyOptions(reboot=reboot, force=force, timeout_s=timeout))
+    if as_json:
+        print_json([{"host": r.host, "ok": r.ok, "detail": r.detail, "reason": r.reason,
+                     "error": r.error, "warnings": list(r.warnings)} for r in results])
+    else:
+        table = Table(title=f"bios apply: {sum(r.ok for r in results)}/{len(results)} hosts")
+        for col in ("host", "result", "detail"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            table.add_row(Text(r.host), Text("ok" if r.ok else r.reason or "", style="green"
+                                             if r.ok else "red"),
+                          Text(r.detail if r.ok else r.error or ""))
+        console.print(table)
+    failed = [r.host for r in results if not r.ok]
+    if failed:
+        raise PartialFailure(f"bios apply failed on {len(failed)} of {len(results)} hosts: "
+                             f"{', '.join(failed)}", hint="the table gives each host's reason")
 
 
 def register(app: typer.Typer) -> None:

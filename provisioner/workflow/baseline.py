@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
-from provisioner.bmc.bios import BiosState, read_bios
-from provisioner.bmc.bulk import run_on_hosts
+from provisioner.bmc.base import PowerAction, PowerState
+from provisioner.bmc.bios import BiosState, read_bios, same_value, stage_bios, text_value, unapplied
+from provisioner.bmc.bulk import ActionResult, run_on_hosts
 from provisioner.bmc.factory import open_bmc
 from provisioner.bmc.firmware_inventory import FirmwareComponent, read_components
 from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.exceptions import InputError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import BiosValue, FirmwareRequirement
+from provisioner.redfish.errors import BMCVerifyFailed
+from provisioner.state import NodeState, StateStore
+from provisioner.state.states import DONE_STATES
 
 
 class Status(StrEnum):
@@ -75,19 +80,6 @@ class HostCompliance:
         return [i for i in self.items if not i.compliant]
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def _same(want: BiosValue, have: Any) -> bool:
-    # BMCs report booleans as JSON booleans or as "True"/"Enabled"-like strings; numbers may
-    # come back as strings. Compare the printed forms, exactly otherwise.
-    return _text(want) == _text(have) or (
-        isinstance(want, bool) and _text(have).lower() == _text(want))
-
-
 def _suggest(name: str, names: Sequence[str]) -> str:
     # Supermicro suffixes attribute names with a code that changes between BIOS releases
     # (Above4GDecoding_0041): a prefix match is the likeliest intent.
@@ -102,26 +94,26 @@ def bios_items(want: dict[str, BiosValue], state: BiosState) -> list[Item]:
     items = []
     names = state.names()
     for name, value in want.items():
-        wanted = _text(value)
+        wanted = text_value(value)
         if not state.known(name):
             items.append(Item("bios", name, "-", wanted, Status.UNKNOWN, _suggest(name, names)))
             continue
         info = (state.registry or {}).get(name)
         have = state.attributes.get(name)
         if info and info.values and wanted not in info.values:
-            items.append(Item("bios", name, _text(have), wanted, Status.INVALID,
+            items.append(Item("bios", name, text_value(have), wanted, Status.INVALID,
                               f"allowed: {', '.join(info.values)}"))
-        elif _same(value, have):
-            items.append(Item("bios", name, _text(have), wanted, Status.OK))
+        elif same_value(value, have):
+            items.append(Item("bios", name, text_value(have), wanted, Status.OK))
         elif info and info.read_only:
-            items.append(Item("bios", name, _text(have), wanted, Status.READ_ONLY,
+            items.append(Item("bios", name, text_value(have), wanted, Status.READ_ONLY,
                               "the firmware marks it read-only: set it in the BIOS setup or "
                               "with the vendor's tool"))
-        elif name in state.pending and _same(value, state.pending[name]):
-            items.append(Item("bios", name, _text(have), wanted, Status.PENDING,
+        elif name in state.pending and same_value(value, state.pending[name]):
+            items.append(Item("bios", name, text_value(have), wanted, Status.PENDING,
                               "set; applied at the host's next reset"))
         else:
-            items.append(Item("bios", name, _text(have), wanted, Status.DRIFT,
+            items.append(Item("bios", name, text_value(have), wanted, Status.DRIFT,
                               "provision bios apply sets it (one reset)"))
     return items
 
@@ -248,3 +240,108 @@ def render_junit(kind: str, reports: Sequence[HostCompliance]) -> str:
                               f"{i.want}", type=i.status.value).text = i.hint
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# -- apply -----------------------------------------------------------------------------------
+
+# Entries that cannot be applied as written: refused before anything is sent to the BMC.
+REFUSED = (Status.UNKNOWN, Status.INVALID, Status.READ_ONLY)
+
+
+class BaselineRefused(InputError):
+    """A host's baseline names attributes or values its firmware does not accept."""
+
+    reason = "baseline refused"
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How `bios apply` treats hosts: reset them or only stage, how long to wait."""
+
+    reboot: bool = True
+    force: bool = False  # also hosts that are serving (deployed, configured, validated)
+    timeout_s: float = 900.0
+    poll_s: float = 10.0
+
+
+def _apply_one(bmc: RedfishBMC, host: Host, opts: ApplyOptions) -> str:
+    state = read_bios(bmc)
+    bmc.warnings.extend(state.warnings)
+    items = bios_items(host.bios, state)
+    bad = [i for i in items if i.status in REFUSED]
+    if bad:
+        raise BaselineRefused(
+            "nothing sent: " + "; ".join(f"{i.name}={i.want} is {i.status.value}"
+                                         + (f" ({i.hint})" if i.hint else "") for i in bad),
+            hint="fix the baseline in the site file (`provision bios check` lists the names "
+            "and values this firmware accepts)")
+    changes = {i.name: host.bios[i.name] for i in items if i.status is Status.DRIFT}
+    pending = [i.name for i in items if i.status is Status.PENDING]
+    if not changes and not pending:
+        return "nothing to change"
+    job = stage_bios(bmc, state, changes) if changes else None
+    wanted = {name: host.bios[name] for name in [*changes, *pending]}
+    if not opts.reboot:
+        return f"staged {', '.join(wanted)}: applied at the host's next reset"
+    was_off = bmc.power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
+    bmc.power(PowerAction.ON if was_off else PowerAction.RESTART)
+    wait_job = getattr(bmc, "wait_bios_job", None)
+    if job and callable(wait_job):
+        wait_job(job)
+    _wait_applied(bmc, wanted, opts)
+    if was_off:
+        bmc.power(PowerAction.OFF)  # leave it as it was found
+    return f"applied {', '.join(f'{k}={text_value(v)}' for k, v in wanted.items())}"
+
+
+def _wait_applied(bmc: RedfishBMC, wanted: dict[str, BiosValue], opts: ApplyOptions) -> None:
+    deadline = time.monotonic() + opts.timeout_s
+    while True:
+        still, notes = unapplied(bmc, wanted)
+        if not still:
+            return
+        if time.monotonic() >= deadline:
+            shows = ", ".join(f"{k}={text_value(v)}" for k, v in still.items())
+            raise BMCVerifyFailed(
+                f"BIOS still shows {shows} after the reset"
+                + (f"; the BMC says: {notes}" if notes else ""),
+                bmc=bmc.name, path=read_bios(bmc).path,
+                hint="look at the BMC's job/task log; a value the firmware rejects is named "
+                "there")
+        # A short timeout (a test, an impatient operator) still gets several looks.
+        time.sleep(min(opts.poll_s, max(0.1, opts.timeout_s / 10)))
+
+
+def apply_bios(site: Site, hosts: Sequence[Host], store: StateStore, *,
+               opts: ApplyOptions = ApplyOptions(), max_parallel: int | None = None,
+               opener: Callable[[Site, Host], RedfishBMC] = open_bmc) -> list[ActionResult]:
+    """Bring each host's BIOS to its baseline: refuse bad entries before sending, stage,
+    reset (hosts that are serving only with ``force``), read back. One host's failure stays
+    its own; every outcome is recorded in the host's history."""
+    store.ensure_hosts([h.name for h in hosts])
+    results: list[ActionResult] = []
+    eligible = []
+    for host in hosts:
+        current = store.get(host.name).state
+        if opts.reboot and not opts.force and current in (*DONE_STATES, NodeState.DEPLOYING):
+            results.append(ActionResult(
+                host.name, reason="serving",
+                error=f"{host.name} is {current.value}: a BIOS apply resets it. Put it in "
+                f"maintenance first (provision maintenance {host.name}) or pass --force"))
+        else:
+            eligible.append(host)
+    owner: dict[int, Host] = {}
+
+    def open_(s: Site, host: Host) -> RedfishBMC:
+        bmc = opener(s, host)
+        owner[id(bmc)] = host
+        return bmc
+
+    results += run_on_hosts(site, eligible, lambda bmc: _apply_one(bmc, owner[id(bmc)], opts),
+                            max_parallel=max_parallel, opener=open_)
+    for res in results:
+        store.record_event(res.host, "bios", res.detail if res.ok else
+                           f"bios apply failed ({res.reason}): {res.error}",
+                           {"ok": res.ok, "warnings": list(res.warnings)})
+    order = {h.name: i for i, h in enumerate(hosts)}
+    return sorted(results, key=lambda r: order[r.host])

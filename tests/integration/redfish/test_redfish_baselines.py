@@ -162,3 +162,115 @@ def test_hosts_without_a_baseline_are_refused_with_a_hint(env: Path):
     result = CliRunner().invoke(app, ["bios", "check", "hpe", "--site", str(env)])
     assert result.exit_code == 2
     assert "has a bios baseline" in result.stdout + result.stderr
+
+
+APPLY_PROFILES = """
+profiles:
+  dell-ok:
+    provisioning_nic: {rule: first-onboard-up}
+    bios: {SysProfile: PerfPerWattOptimizedOs, ProcVirtualization: Enabled}
+  dell-bad:
+    provisioning_nic: {rule: first-onboard-up}
+    bios: {SysProfile: PerfPerWattOptimizedOs, LogicalProc: Sometimes}
+  hpe:
+    provisioning_nic: {rule: first-onboard-up}
+    bios: {Sriov: Disabled}
+"""
+
+
+@pytest.fixture(scope="module")
+def apply_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
+    """d1/d2/d3 on one iDRAC recording (three listeners), h1 on the iLO one; yields the site
+    file and the two sushy-static request logs."""
+    root = tmp_path_factory.mktemp("apply")
+    tls = make_tls(root / "tls")
+    site_dir = root / "site"
+    site_dir.mkdir()
+    shutil.copy(tls.ca, site_dir / "bmc-ca.pem")
+    with ExitStack() as stack:
+        dell_dir, hpe_dir = root / "dell", root / "hpe"
+        dell_dir.mkdir()
+        hpe_dir.mkdir()
+        dell = stack.enter_context(sushy_static(
+            corpus_path("redfish", MOCKUPS["dell"], "mockup", "redfish", "v1"), dell_dir))
+        hpe = stack.enter_context(sushy_static(
+            corpus_path("redfish", MOCKUPS["hpe"], "mockup", "redfish", "v1"), hpe_dir))
+        d_urls = stack.enter_context(fault_proxy(dell, root, tls=tls, listen=("127.0.0.1",) * 3))
+        (h_url,) = stack.enter_context(fault_proxy(hpe, root, tls=tls))
+        hosts = [(1, "d1", "dell-ok", d_urls[0]), (2, "d2", "dell-bad", d_urls[1]),
+                 (3, "d3", "dell-ok", d_urls[2]), (4, "h1", "hpe", h_url)]
+        lines = [f"      - {{u: {u}, name: {n}, profile: {p}, bmc: {{address: 127.0.0.1, "
+                 f"port: {urlsplit(url).port}}}}}" for u, n, p, url in hosts]
+        path = site_dir / "site.yml"
+        path.write_text(
+            "site: bios-apply\n"
+            "settings:\n  redfish: {ca_bundle: bmc-ca.pem, timeout_s: 5, retries: 0}\n"
+            "credentials:\n  bmc: {username: root, password: {env: BASELINE_BMC_PASSWORD}}\n"
+            + APPLY_PROFILES
+            + "racks:\n  - name: r1\n    index: 1\n"
+            "    defaults: {bmc: {credentials: bmc}}\n    hosts:\n" + "\n".join(lines) + "\n")
+        yield path, next(dell_dir.glob("static-*.log")), next(hpe_dir.glob("static-*.log"))
+
+
+def test_bios_apply_refuses_before_sending_spares_serving_hosts_and_verifies(
+        apply_site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    site, dell_log, hpe_log = apply_site
+    monkeypatch.setenv("BASELINE_BMC_PASSWORD", "calvin")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    from provisioner.inventory import load_site
+    from provisioner.state import NodeState, StateStore
+
+    store = StateStore.for_site(load_site(site))
+    store.ensure_hosts(["d3"])
+    for state in (NodeState.DISCOVERED, NodeState.DEPLOYING, NodeState.DEPLOYED,
+                  NodeState.CONFIGURED, NodeState.VALIDATED):
+        store.transition("d3", state, reason="test: a host in use")
+    before = len(dell_log.read_text())
+    result = CliRunner().invoke(app, ["bios", "apply", "d1", "d2", "d3", "h1", "--site",
+                                      str(site), "--yes", "--timeout", "1", "--json"])
+    assert result.exit_code == 3, result.stdout + result.stderr
+    res = {r["host"]: r for r in json.loads(result.stdout)}
+    # sushy-static accepts every PATCH and applies nothing: read-back is what catches it.
+    assert res["d1"]["reason"] == "not applied"
+    assert "SysProfile=PerfOptimized" in res["d1"]["error"]
+    assert res["d2"]["reason"] == "baseline refused"
+    assert "LogicalProc=Sometimes is invalid" in res["d2"]["error"]
+    assert res["d3"]["reason"] == "serving"
+    assert "provision maintenance d3" in res["d3"]["error"]
+    assert res["h1"]["reason"] == "not applied"
+    sent = dell_log.read_text()[before:]
+    assert sent.count('"SysProfile": "PerfPerWattOptimizedOs"') == 1  # d1 only
+    assert "LogicalProc" not in sent
+    assert '"ApplyTime": "OnReset"' in sent
+    assert '"ResetType": "ForceRestart"' in sent
+    hpe_sent = hpe_log.read_text()
+    assert '{"Attributes": {"Sriov": "Disabled"}}' in hpe_sent
+    assert "PATCH /redfish/v1/systems/1/bios/settings/" in hpe_sent
+    events = {h: [e for e in store.events(h) if e.kind == "bios"] for h in res}
+    assert all(len(e) == 1 for e in events.values()), events
+    assert store.get("d3").state is NodeState.VALIDATED
+
+
+def test_bios_apply_without_reboot_only_stages(apply_site, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch):
+    site, _dell_log, hpe_log = apply_site
+    monkeypatch.setenv("BASELINE_BMC_PASSWORD", "calvin")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    before = len(hpe_log.read_text())
+    result = CliRunner().invoke(app, ["bios", "apply", "h1", "--site", str(site),
+                                      "--no-reboot", "--json"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (res,) = json.loads(result.stdout)
+    assert res["detail"] == "staged Sriov: applied at the host's next reset"
+    sent = hpe_log.read_text()[before:]
+    assert "Sriov" in sent and "ComputerSystem.Reset" not in sent
+
+
+def test_bios_apply_without_a_terminal_asks_for_yes(apply_site, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch):
+    site, _d, _h = apply_site
+    monkeypatch.setenv("BASELINE_BMC_PASSWORD", "calvin")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["bios", "apply", "h1", "--site", str(site)])
+    assert result.exit_code == 2
+    assert "--yes" in result.stdout + result.stderr
