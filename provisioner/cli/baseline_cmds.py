@@ -10,12 +10,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from provisioner.bmc.bulk import ActionResult
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import handle_errors, is_tty
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.health.junit import write_atomic
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import StateStore
+from provisioner.state.store import default_state_dir
 from provisioner.workflow.baseline import (
     ApplyOptions,
     HostCompliance,
@@ -25,6 +27,8 @@ from provisioner.workflow.baseline import (
     render_junit,
     render_metrics,
 )
+from provisioner.workflow.firmware import HostPlan, UpdateOptions, plan_rack, update_rack
+from provisioner.workflow.firmware_images import ImageCache
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -175,11 +179,85 @@ def bios_apply(
     with store.orchestrator_lock("bios apply"):
         results = apply_bios(s, selected, store, max_parallel=parallel,
                              opts=ApplyOptions(reboot=reboot, force=force, timeout_s=timeout))
+    _print_results("bios apply", results, as_json)
+
+
+def _plan_table(plans: dict[str, HostPlan]) -> Table:
+    table = Table(title="firmware update plan (in this order per host)")
+    for col, ratio in (("host", 2), ("component", 4), ("have", 2), ("want", 2), ("order", 1)):
+        table.add_column(col, ratio=ratio, overflow="fold")
+    for name, plan in plans.items():
+        for step in plan.steps:
+            table.add_row(Text(name), Text(step.label), Text(step.component.version),
+                          Text(" | ".join(step.requirement.allowed)),
+                          Text(step.order.name.lower()))
+        for blocked in plan.blocked:
+            table.add_row(Text(name), Text(blocked), "", "", Text("blocked", style="red"))
+        if not plan.steps and not plan.blocked:
+            table.add_row(Text(name), Text("nothing to update"), "", "", "")
+    return table
+
+
+@firmware_app.command("update")
+@handle_errors
+def firmware_update(
+    hosts: list[str] = typer.Argument(..., help="Host names or globs to update."),
+    site: str | None = SiteOption,
+    force: bool = typer.Option(False, "--force",
+                               help="Also update hosts that are deployed, configured or "
+                               "validated (in use)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; send nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before updating."),
+    max_parallel: int = typer.Option(8, "--max-parallel", min=1, metavar="N",
+                                     help="Hosts updated at once (a rolling wave)."),
+    timeout: float = typer.Option(1800.0, "--timeout", metavar="SECONDS", min=1,
+                                  help="How long one component's update may take (the "
+                                  "task, then the BMC's return and the new version)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Bring each host's firmware to its baseline: images checked against their sha256 and
+    served from here, BMC first, one component at a time, versions read back."""
+    s = load_site(site_name(site))
+    selected = _select(s, hosts, None, "firmware")
+    if dry_run:
+        plans, unread = plan_rack(s, selected, max_parallel=max_parallel)
+        if as_json:
+            print_json({"plans": {n: {"steps": [{"component": st.label, "have":
+                                                  st.component.version, "want":
+                                                  st.requirement.allowed, "order":
+                                                  st.order.name.lower(), "image":
+                                                  st.image.url} for st in p.steps],
+                                       "blocked": p.blocked} for n, p in plans.items()},
+                        "unread": [{"host": r.host, "reason": r.reason, "error": r.error}
+                                   for r in unread]})
+        else:
+            console.print(_plan_table(plans))
+            for r in unread:
+                err.print(Text(f"{r.host} {r.reason}: {r.error}", style="red"))
+            console.print("dry run: nothing sent")
+        return
+    if not yes:
+        if not is_tty():
+            raise InputError("firmware update flashes and resets hosts and needs "
+                             "confirmation", hint="pass --yes (or look first: --dry-run)")
+        if not typer.confirm(f"update firmware on {len(selected)} host(s)?"):
+            console.print("nothing done")
+            return
+    store = StateStore.for_site(s)
+    cache = ImageCache(default_state_dir() / f"{s.name}-firmware")
+    with store.orchestrator_lock("firmware update"):
+        results = update_rack(s, selected, store, cache, max_parallel=max_parallel,
+                              opts=UpdateOptions(force=force, task_timeout_s=timeout,
+                                                 bmc_back_timeout_s=timeout))
+    _print_results("firmware update", results, as_json)
+
+
+def _print_results(title: str, results: Sequence[ActionResult], as_json: bool) -> None:
     if as_json:
         print_json([{"host": r.host, "ok": r.ok, "detail": r.detail, "reason": r.reason,
                      "error": r.error, "warnings": list(r.warnings)} for r in results])
     else:
-        table = Table(title=f"bios apply: {sum(r.ok for r in results)}/{len(results)} hosts")
+        table = Table(title=f"{title}: {sum(r.ok for r in results)}/{len(results)} hosts")
         for col in ("host", "result", "detail"):
             table.add_column(col, overflow="fold")
         for r in results:
@@ -189,7 +267,7 @@ def bios_apply(
         console.print(table)
     failed = [r.host for r in results if not r.ok]
     if failed:
-        raise PartialFailure(f"bios apply failed on {len(failed)} of {len(results)} hosts: "
+        raise PartialFailure(f"{title} failed on {len(failed)} of {len(results)} hosts: "
                              f"{', '.join(failed)}", hint="the table gives each host's reason")
 
 

@@ -276,6 +276,20 @@ class ImageSettings(Strict):
     size_bytes: int | None = None
 
 
+class FirmwareServerSettings(Strict):
+    """Where `provision firmware update` serves verified images to the BMCs from."""
+
+    url: str  # as the BMCs reach this machine, e.g. http://10.0.0.5:8089
+    listen: str = "0.0.0.0"
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/:]+(:\d{1,5})?/?$", v):
+            raise ValueError(f"{v!r} is not like 'http://10.0.0.5:8089' (scheme, host, port)")
+        return v.rstrip("/")
+
+
 class Settings(Strict):
     """Site-wide settings."""
 
@@ -300,6 +314,7 @@ class Settings(Strict):
     maas: dict[str, Any] = Field(default_factory=dict)
     health: dict[str, Any] = Field(default_factory=dict)
     expected_firmware: dict[str, Any] = Field(default_factory=dict)
+    firmware_server: FirmwareServerSettings | None = None
 
 
 class SiteSpec(Strict):

@@ -124,15 +124,21 @@ def _matches(req: FirmwareRequirement, c: FirmwareComponent) -> bool:
                                                                             pattern)
 
 
+def matching(req: FirmwareRequirement,
+             have: Sequence[FirmwareComponent]) -> list[FirmwareComponent]:
+    """The installed components a requirement names."""
+    # Dell lists each running image twice (Current-... and Installed-...): count it once.
+    return list({(c.name, c.version, c.id.split("__")[-1]): c
+                 for c in have if _matches(req, c)}.values())
+
+
 def firmware_items(want: Sequence[FirmwareRequirement],
                    have: Sequence[FirmwareComponent]) -> list[Item]:
     """One item per component a requirement matches (or one 'missing' item)."""
     items = []
     for req in want:
         wanted = " | ".join(req.allowed)
-        # Dell lists each running image twice (Current-... and Installed-...): judge it once.
-        found = list({(c.name, c.version, c.id.split("__")[-1]): c
-                      for c in have if _matches(req, c)}.values())
+        found = matching(req, have)
         if not found:
             status = Status.MISSING if req.required else Status.OK
             hint = "no FirmwareInventory member matches this component (Id or Name glob)"
