@@ -68,6 +68,10 @@ COMMANDS: dict[str, Lazy] = {
     "bisect": Lazy("provisioner.cli.health_cmds:register",
                    "Name the bad host(s) in a set that fails together, in two rounds of group "
                    "runs."),
+    "firmware": Lazy("provisioner.cli.baseline_cmds:firmware_app",
+                     "Firmware baselines: what each host must run, and who drifts."),
+    "bios": Lazy("provisioner.cli.baseline_cmds:bios_app",
+                 "BIOS baselines: the attributes each host must have, and who drifts."),
     "inventory": Lazy("provisioner.cli.inventory_cmds:register",
                       "Check and show the rack inventory (inventory/<site>/site.yml)."),
     "lab": Lazy("provisioner.cli.lab_cmds:register",

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from provisioner.exceptions import InventoryError
 from provisioner.inventory.addressing import PlanError, build_pool, slot_of, smallest_prefix_for
 from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
-from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec
+from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec, merge_firmware
 from provisioner.inventory.yamlsrc import LineMap, load_yaml
 from provisioner.wording import keys_at, suggest
 
@@ -125,6 +125,8 @@ def _resolve(spec: SiteSpec, path: Path, lines: LineMap) -> Site:
             disks=p.disks,
             root_disk=p.root_disk,
             vars=dict(p.vars),
+            bios=dict(p.bios),
+            firmware=tuple(p.firmware),
         )
         for name, p in spec.profiles.items()
     }
@@ -432,6 +434,8 @@ def _hosts(
                     addresses=addresses,
                     vars=dict(h.vars),
                     line=lines.line(hpath),
+                    bios={**profile.bios, **h.bios},
+                    firmware=merge_firmware(profile.firmware, h.firmware),
                 )
             )
             for net_name, ip in addresses.items():

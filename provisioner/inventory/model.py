@@ -12,8 +12,10 @@ from netaddr import IPAddress, IPNetwork
 
 from provisioner.exceptions import InputError
 from provisioner.inventory.spec import (
+    BiosValue,
     CredentialSpec,
     DiskSpec,
+    FirmwareRequirement,
     NicRule,
     RootDiskHint,
     Settings,
@@ -62,6 +64,8 @@ class HostProfile:
     disks: DiskSpec | None
     root_disk: RootDiskHint | None
     vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    bios: dict[str, BiosValue] = field(default_factory=dict, hash=False, compare=False)
+    firmware: tuple[FirmwareRequirement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class Host:
     addresses: dict[str, IPAddress] = field(hash=False, compare=False)
     vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     line: int | None = None  # where the host is declared in the site file
+    bios: dict[str, BiosValue] = field(default_factory=dict, hash=False, compare=False)
+    firmware: tuple[FirmwareRequirement, ...] = field(default=(), hash=False, compare=False)
 
 
 @dataclass

@@ -7,6 +7,7 @@ site (templates expanded, defaults applied, addresses planned) that the rest of 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -107,6 +108,60 @@ class DiskSpec(Strict):
     data_model: str | None = None
 
 
+BiosValue = bool | int | str  # Redfish attribute values are enumerations, integers or booleans
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class FirmwareImage(Strict):
+    """Where the image that brings a component to its baseline lives, and its checksum."""
+
+    url: str
+    sha256: str
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if not SHA256_RE.match(v.strip().lower()):
+            raise ValueError(f"sha256 {v!r} is not 64 hexadecimal digits")
+        return v.strip().lower()
+
+
+class FirmwareRequirement(Strict):
+    """A firmware component a host must run: which one, which version(s), the image for it.
+
+    ``component`` is a glob matched, case-insensitively, against the Id and the Name of the
+    BMC's FirmwareInventory members (e.g. ``BMC``, ``*BIOS*``, ``NIC.Slot.5-*``); every member
+    it matches must run an allowed version. ``versions`` may hold globs (``28.39.*``).
+    """
+
+    component: str = Field(min_length=1)
+    version: str | None = None
+    versions: list[str] | None = None
+    image: FirmwareImage | None = None
+    required: bool = True  # a component the BMC does not list is drift
+
+    @model_validator(mode="after")
+    def _one_version(self) -> FirmwareRequirement:
+        if (self.version is None) == (self.versions is None):
+            raise ValueError("give exactly one of version or versions")
+        if self.versions is not None and not self.versions:
+            raise ValueError("versions is empty: list the allowed versions")
+        return self
+
+    @property
+    def allowed(self) -> list[str]:
+        """The allowed versions (globs), whichever key gave them."""
+        return [self.version] if self.version is not None else list(self.versions or [])
+
+
+def merge_firmware(
+    base: Sequence[FirmwareRequirement], own: Sequence[FirmwareRequirement]
+) -> tuple[FirmwareRequirement, ...]:
+    """A profile's firmware baseline with a host's entries replacing those of the same component."""
+    mine = {r.component.lower() for r in own}
+    return (*(r for r in base if r.component.lower() not in mine), *own)
+
+
 class ProfileSpec(Strict):
     """A kind of host: what it contains and how it is provisioned."""
 
@@ -119,6 +174,8 @@ class ProfileSpec(Strict):
     provisioning_nic: NicRule
     disks: DiskSpec | None = None
     root_disk: RootDiskHint | None = None
+    bios: dict[str, BiosValue] = Field(default_factory=dict)  # BIOS attribute baseline
+    firmware: list[FirmwareRequirement] = Field(default_factory=list)  # firmware baseline
     vars: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -142,6 +199,10 @@ class HostSpec(Strict):
     bmc: BMCSpec | None = None
     provisioning_mac: str | None = None
     root_disk: RootDiskHint | None = None
+    # Per-host baseline overrides: attributes replace the profile's one by one, a firmware
+    # entry replaces the profile's entry for the same component.
+    bios: dict[str, BiosValue] = Field(default_factory=dict)
+    firmware: list[FirmwareRequirement] = Field(default_factory=list)
     addresses: dict[str, str] = Field(default_factory=dict)  # pinned, per network
     vars: dict[str, Any] = Field(default_factory=dict)
 
@@ -201,6 +262,20 @@ class ImageSettings(Strict):
     size_bytes: int | None = None
 
 
+class FirmwareServerSettings(Strict):
+    """Where `provision firmware update` serves verified images to the BMCs from."""
+
+    url: str  # as the BMCs reach this machine, e.g. http://10.0.0.5:8089
+    listen: str = "0.0.0.0"
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/:]+(:\d{1,5})?/?$", v):
+            raise ValueError(f"{v!r} is not like 'http://10.0.0.5:8089' (scheme, host, port)")
+        return v.rstrip("/")
+
+
 class Settings(Strict):
     """Site-wide settings."""
 
@@ -225,6 +300,7 @@ class Settings(Strict):
     maas: MAASSettings | None = None
     health: dict[str, Any] = Field(default_factory=dict)
     expected_firmware: dict[str, Any] = Field(default_factory=dict)
+    firmware_server: FirmwareServerSettings | None = None
 
 
 class SiteSpec(Strict):

@@ -86,6 +86,10 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
                 # The VMs reach only the Debian archive (through the apt proxy), not
                 # download.docker.com: site.yml installs Debian's docker.io, pinned and held.
                 "vars": {"docker_package_source": "distribution"},
+                # sushy-emulator keeps each VM's BIOS attributes in its libvirt definition
+                # (ProcTurboMode Enabled there): a new lab shows this drift until
+                # `provision bios apply` brings the VMs to the baseline.
+                "bios": {"ProcTurboMode": "Disabled"},
             }
         },
         "racks": [

@@ -112,6 +112,15 @@ class DellBMC(RedfishBMC):
         self.power(PowerAction.OFF)
         self.wait_power(PowerState.OFF, self.graceful_timeout_s)
 
+    def stage_bios(self, settings: str, diff: dict[str, Any]) -> str | None:
+        """Stage BIOS values behind a configuration job (iDRAC applies nothing without one);
+        returns the job to wait for after the reset."""
+        return self._apply_bios(settings, diff)
+
+    def wait_bios_job(self, job: str) -> None:
+        """Wait for a staged BIOS job to end; raises with iDRAC's message if it failed."""
+        self._wait_job(job)
+
     # -- job queue ----------------------------------------------------------------------
 
     def _jobs_collections(self) -> list[str]:

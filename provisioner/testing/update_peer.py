@@ -1,0 +1,233 @@
+"""A stand-in BMC UpdateService, written by the project from the DMTF Redfish schema
+(UpdateService.SimpleUpdate, Task, SoftwareInventory, ComputerSystem.Reset).
+
+No emulator implements UpdateService, so this peer does what a BMC does, over real HTTP on
+loopback: it fetches the ImageURI it is given (from the updater's image server), reads which
+component and version the image carries, runs a task that the client polls, and changes the
+inventory as the mode says. Images are text: ``STANDIN-FW component=<Id> version=<v>``.
+
+Modes per component: ok, fail (task ends in Exception with a message), reboot (the BMC goes
+away for a moment mid-task and forgets the task), staged (the version shows only after a host
+reset), noop (the task completes and nothing changes).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Request, Response
+
+from provisioner.testing.redfish_peers import free_port
+
+ROOT = "/redfish/v1"
+FW = f"{ROOT}/UpdateService/FirmwareInventory"
+IMAGE_RE = re.compile(rb"STANDIN-FW component=(\S+) version=(\S+)")
+
+
+@dataclass
+class Task:
+    """One SimpleUpdate task."""
+
+    id: int
+    target: str
+    version: str | None
+    error: str | None
+    polls: int = 0
+    state: str = "Running"
+
+
+@dataclass
+class UpdatePeer:
+    """The BMC's state, and what it was sent."""
+
+    user: str
+    password: str
+    inventory: dict[str, dict[str, Any]]
+    modes: dict[str, str] = field(default_factory=dict)
+    power: str = "On"
+    resets: list[str] = field(default_factory=list)
+    tasks: dict[int, Task] = field(default_factory=dict)
+    staged: dict[str, str] = field(default_factory=dict)
+    fetched: list[str] = field(default_factory=list)  # image URIs the BMC fetched
+    seen: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)
+    polls_to_finish: int = 2
+    down_s: float = 1.0
+    server: BaseWSGIServer | None = None
+    port: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def __call__(self, environ, start_response):  # type: ignore[no-untyped-def]
+        request = Request(environ)
+        body = request.get_data(as_text=True)
+        self.seen.append((request.method, request.path, dict(request.headers), body))
+        return self._handle(request, body)(environ, start_response)
+
+    def _handle(self, request: Request, body: str) -> Response:
+        path = request.path.rstrip("/")
+        # The service root answers without credentials (Redfish spec); nothing else does.
+        if path != ROOT and not self._authorised(request):
+            return _json({"error": {"message": "authentication required"}}, 401)
+        with self.lock:
+            if request.method == "GET":
+                return self._get(path)
+            if request.method == "POST" and path.endswith("UpdateService.SimpleUpdate"):
+                return self._simple_update(json.loads(body or "{}"))
+            if request.method == "POST" and path.endswith("ComputerSystem.Reset"):
+                return self._reset(json.loads(body or "{}"))
+        return _json({"error": {"message": f"{request.method} {path} not allowed"}}, 405)
+
+    def _authorised(self, request: Request) -> bool:
+        want = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return request.headers.get("Authorization") == f"Basic {want}"
+
+    def _get(self, path: str) -> Response:
+        docs: dict[str, dict[str, Any]] = {
+            ROOT: {"@odata.id": ROOT, "Id": "RootService", "RedfishVersion": "1.15.0",
+                   "Systems": {"@odata.id": f"{ROOT}/Systems"},
+                   "UpdateService": {"@odata.id": f"{ROOT}/UpdateService"},
+                   "TaskService": {"@odata.id": f"{ROOT}/TaskService"}},
+            f"{ROOT}/Systems": {"Members": [{"@odata.id": f"{ROOT}/Systems/1"}],
+                                "Members@odata.count": 1},
+            f"{ROOT}/Systems/1": {
+                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": "Contoso",
+                "Model": "Stand-in 1U", "SerialNumber": "STANDIN0001", "PowerState": self.power,
+                "Actions": {"#ComputerSystem.Reset": {
+                    "target": f"{ROOT}/Systems/1/Actions/ComputerSystem.Reset",
+                    "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "ForceRestart",
+                                                          "GracefulShutdown"]}}},
+            f"{ROOT}/UpdateService": {
+                "@odata.id": f"{ROOT}/UpdateService", "ServiceEnabled": True,
+                "FirmwareInventory": {"@odata.id": FW},
+                "Actions": {"#UpdateService.SimpleUpdate": {
+                    "target": f"{ROOT}/UpdateService/Actions/UpdateService.SimpleUpdate",
+                    "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"]}}},
+            FW: {"Members": [{"@odata.id": f"{FW}/{i}"} for i in self.inventory],
+                 "Members@odata.count": len(self.inventory)},
+        }
+        for ident, item in self.inventory.items():
+            docs[f"{FW}/{ident}"] = {"@odata.id": f"{FW}/{ident}", "Id": ident, **item}
+        match = re.fullmatch(rf"{ROOT}/TaskService/Tasks/(\d+)", path)
+        if match:
+            return self._poll(int(match.group(1)))
+        if path in docs:
+            return _json(docs[path])
+        return _json({"error": {"message": f"{path} not found"}}, 404)
+
+    # -- behaviour -------------------------------------------------------------------------
+
+    def _simple_update(self, body: dict[str, Any]) -> Response:
+        uri = str(body.get("ImageURI") or "")
+        targets = body.get("Targets") or []
+        target = str(targets[0]).rsplit("/", 1)[-1] if targets else ""
+        self.fetched.append(uri)
+        error, version = None, None
+        try:
+            data = requests.get(uri, timeout=5).content
+            found = IMAGE_RE.search(data)
+            if not found:
+                error = "image is not a firmware image for this system"
+            elif target and found.group(1).decode() != target:
+                error = f"image is for {found.group(1).decode()}, not {target}"
+            else:
+                target = target or found.group(1).decode()
+                version = found.group(2).decode()
+        except requests.RequestException as exc:
+            error = f"image download failed: {type(exc).__name__}"
+        task = Task(id=len(self.tasks) + 1, target=target, version=version, error=error)
+        self.tasks[task.id] = task
+        location = f"{ROOT}/TaskService/Tasks/{task.id}"
+        return _json({"@odata.id": location, "Id": str(task.id), "TaskState": "Running"},
+                     202, {"Location": location})
+
+    def _poll(self, task_id: int) -> Response:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return _json({"error": {"message": "no such task"}}, 404)
+        task.polls += 1
+        mode = self.modes.get(task.target, "ok")
+        if task.error:
+            task.state = "Exception"
+        elif task.polls >= self.polls_to_finish and task.state == "Running":
+            task.state = "Exception" if mode == "fail" else "Completed"
+            if mode in ("ok", "reboot") and task.version:
+                self.inventory[task.target]["Version"] = task.version
+            elif mode == "staged" and task.version:
+                self.staged[task.target] = task.version
+            if mode == "reboot":
+                # The BMC restarts into the new image: gone for a moment, task list empty.
+                del self.tasks[task_id]
+                threading.Thread(target=self._reboot, daemon=True).start()
+        messages = []
+        if task.state == "Exception":
+            messages = [{"MessageId": "Update.1.0.ApplyFailed",
+                         "Message": task.error or "Update failed: image signature invalid"}]
+        return _json({"@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
+                      "TaskState": task.state, "PercentComplete": 50 if task.state ==
+                      "Running" else 100, "Messages": messages})
+
+    def _reset(self, body: dict[str, Any]) -> Response:
+        reset = str(body.get("ResetType"))
+        self.resets.append(reset)
+        if reset in ("On", "ForceRestart"):
+            self.power = "On"
+            for target, version in self.staged.items():
+                self.inventory[target]["Version"] = version
+            self.staged.clear()
+        elif reset in ("ForceOff", "GracefulShutdown"):
+            self.power = "Off"
+        return Response(status=204)
+
+    def _reboot(self) -> None:
+        time.sleep(0.05)  # let the answer that announced completion go out first
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+        time.sleep(self.down_s)
+        self._start()
+
+    def _start(self) -> None:
+        self.server = make_server("127.0.0.1", self.port, self, threaded=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        """Base URL of the peer."""
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _json(doc: dict[str, Any], status: int = 200,
+          headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(doc), status=status, mimetype="application/json",
+                    headers=headers or {})
+
+
+@contextmanager
+def update_peer(user: str, password: str, inventory: dict[str, dict[str, Any]],
+                modes: dict[str, str] | None = None) -> Iterator[UpdatePeer]:
+    """Run a stand-in UpdateService BMC on loopback for the duration."""
+    peer = UpdatePeer(user, password, {k: dict(v) for k, v in inventory.items()},
+                      modes=dict(modes or {}), port=free_port("127.0.0.1"))
+    peer._start()
+    try:
+        yield peer
+    finally:
+        if peer.server is not None:
+            peer.server.shutdown()
+            peer.server.server_close()
+
+
+def image_bytes(component: str, version: str) -> bytes:
+    """A stand-in firmware image for ``component`` at ``version``."""
+    return f"STANDIN-FW component={component} version={version}\n".encode() + b"\0" * 4096
