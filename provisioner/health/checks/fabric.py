@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
@@ -18,6 +19,8 @@ from provisioner.health.ib import (
 from provisioner.health.model import CheckResult, RemedyKind, Status
 from provisioner.health.nvsmi import NvsmiReport, parse_nvsmi
 from provisioner.health.pcie import (
+    BandwidthWarning,
+    LinkFinding,
     PciDevice,
     Topology,
     judge_link,
@@ -46,24 +49,40 @@ def _busy_gpus(report: NvsmiReport | None) -> set[str]:
     return {g.bus_id for g in (report.gpus if report else []) if (g.utilization_pct or 0) >= BUSY_PCT}
 
 
-def check_pcie_links(ctx: Context) -> CheckResult:
-    """GPUs, HCAs and the switch ports above them run at the width and speed both ends can do."""
-    cid = "pcie.links"
-    if ctx.expect.gpus == 0 and ctx.expect.ib_ports == 0:
-        return not_applicable(cid, "host profile has no GPUs or HCAs")
-    sec = ctx.section("lspci")
-    if sec is None or sec.missing:
-        return missing_tool(cid, "lspci (pciutils)")
+_Judged = list[tuple[LinkFinding, PciDevice]]  # a degraded link and the GPU/HCA below it
+
+
+@dataclass
+class _LinkFindings:
+    """Degraded links on the paths to the GPUs/HCAs, sorted by what they mean."""
+
+    width: _Judged = field(default_factory=list)
+    speed: _Judged = field(default_factory=list)
+    idle_slow: _Judged = field(default_factory=list)  # an idle GPU's own link, not judged
+
+    @property
+    def bad(self) -> _Judged:
+        return self.width + self.speed
+
+
+def _loaded_devices(ctx: Context) -> list[PciDevice]:
+    """lspci read while dcgmi diag loads the GPUs (--deep), else the idle read."""
     loaded = ctx.section("lspci_loaded")
-    devices = parse_lspci(loaded.text) if loaded is not None and loaded.ok else ctx.pci
+    return parse_lspci(loaded.text) if loaded is not None and loaded.ok else ctx.pci
+
+
+def _loaded_report(ctx: Context) -> NvsmiReport | None:
+    """nvidia-smi read under the same load, else the idle read; None when it does not parse."""
     try:
-        loaded_nvsmi = ctx.section("nvsmi_loaded")
-        report = parse_nvsmi(loaded_nvsmi.text) if loaded_nvsmi and loaded_nvsmi.ok else ctx.nvsmi
+        loaded = ctx.section("nvsmi_loaded")
+        return parse_nvsmi(loaded.text) if loaded and loaded.ok else ctx.nvsmi
     except ParseError:
-        report = None
-    busy = _busy_gpus(report)
-    topo = Topology(devices)
-    targets = [d for d in devices if d.is_gpu or d.is_hca]
+        return None
+
+
+def _unjudgeable(cid: str, devices: list[PciDevice], targets: list[PciDevice]
+                 ) -> CheckResult | None:
+    """The result when no link can be judged: no GPU/HCA at all, or no link capability shown."""
     if not targets:
         return result(cid, Status.FAIL, "no GPU or HCA on the PCIe bus", remedy=RemedyKind.REPAIR,
                       part="GPU baseboard / HCAs")
@@ -72,7 +91,12 @@ def check_pcie_links(ctx: Context) -> CheckResult:
                else "the GPUs/HCAs report no PCIe link capability")
         return result(cid, Status.ERROR, f"lspci shows no link capabilities: {why}",
                       evidence=[d.lines[0] for d in targets[:3]])
-    width, speed, idle_slow = [], [], []
+    return None
+
+
+def _judge_paths(targets: list[PciDevice], topo: Topology, busy: set[str]) -> _LinkFindings:
+    """Judge every link from each GPU/HCA up to its root port, each link once."""
+    out = _LinkFindings()
     seen: set[str] = set()
     for dev in targets:
         gpu_idle = dev.is_gpu and dev.addr not in busy
@@ -82,21 +106,39 @@ def check_pcie_links(ctx: Context) -> CheckResult:
             seen.add(node.addr)
             for f in judge_link(node, topo.parent(node)):
                 if f.what == "width":
-                    width.append((f, dev))
+                    out.width.append((f, dev))
                 elif gpu_idle and node is dev:
-                    idle_slow.append((f, dev))  # an idle GPU downclocks its own link
+                    out.idle_slow.append((f, dev))  # an idle GPU downclocks its own link
                 else:
-                    speed.append((f, dev))
-    dmesg = [w for w in parse_bandwidth_warnings(ctx.kernel_lines)
-             if w.device in {d.addr for d in targets} and w.width < w.capable_width]
-    observed: dict[str, Any] = {
+                    out.speed.append((f, dev))
+    return out
+
+
+def _boot_narrowed(ctx: Context, targets: list[PciDevice]) -> list[BandwidthWarning]:
+    """Kernel boot warnings that a GPU/HCA link came up narrower than it can be."""
+    addrs = {d.addr for d in targets}
+    return [w for w in parse_bandwidth_warnings(ctx.kernel_lines)
+            if w.device in addrs and w.width < w.capable_width]
+
+
+def _links_threshold() -> dict[str, Any]:
+    return {"width": "max of both ends", "speed": "max of both ends, GPUs judged under load"}
+
+
+def _links_observed(targets: list[PciDevice], found: _LinkFindings) -> dict[str, Any]:
+    return {
         "devices": len(targets),
-        "narrow": [f"{f.addr} x{f.current:g} < x{f.expected:g}" for f, _ in width],
-        "slow": [f"{f.addr} {f.current:g} < {f.expected:g} GT/s" for f, _ in speed],
-        "idle_slow": [f"{f.addr} {f.current:g} GT/s (idle)" for f, _ in idle_slow],
+        "narrow": [f"{f.addr} x{f.current:g} < x{f.expected:g}" for f, _ in found.width],
+        "slow": [f"{f.addr} {f.current:g} < {f.expected:g} GT/s" for f, _ in found.speed],
+        "idle_slow": [f"{f.addr} {f.current:g} GT/s (idle)" for f, _ in found.idle_slow],
     }
-    threshold = {"width": "max of both ends", "speed": "max of both ends, GPUs judged under load"}
-    bad = width + speed
+
+
+def _links_verdict(cid: str, ctx: Context, targets: list[PciDevice], found: _LinkFindings,
+                   dmesg: list[BandwidthWarning]) -> CheckResult:
+    """FAIL on a degraded link, WARN on a link the kernel saw narrow at boot, else PASS."""
+    observed, threshold = _links_observed(targets, found), _links_threshold()
+    bad = found.bad
     if bad:
         parts = sorted({_part(ctx, dev) + (f" via {f.addr}" if f.addr != dev.addr else "")
                         for f, dev in bad})
@@ -112,9 +154,28 @@ def check_pcie_links(ctx: Context) -> CheckResult:
             cid, Status.WARN, f"kernel reported {len(dmesg)} narrow link(s) at boot (now full)",
             observed=observed, threshold=threshold, evidence=[w.line for w in dmesg],
         )
-    note = f"; {len(idle_slow)} idle GPU link(s) downclocked (not judged)" if idle_slow else ""
+    idle = found.idle_slow
+    note = f"; {len(idle)} idle GPU link(s) downclocked (not judged)" if idle else ""
     return result(cid, Status.PASS, f"{len(targets)} GPU/HCA links at full width{note}",
                   observed=observed, threshold=threshold)
+
+
+def check_pcie_links(ctx: Context) -> CheckResult:
+    """GPUs, HCAs and the switch ports above them run at the width and speed both ends can do."""
+    cid = "pcie.links"
+    if ctx.expect.gpus == 0 and ctx.expect.ib_ports == 0:
+        return not_applicable(cid, "host profile has no GPUs or HCAs")
+    sec = ctx.section("lspci")
+    if sec is None or sec.missing:
+        return missing_tool(cid, "lspci (pciutils)")
+    devices = _loaded_devices(ctx)
+    busy = _busy_gpus(_loaded_report(ctx))
+    targets = [d for d in devices if d.is_gpu or d.is_hca]
+    unjudgeable = _unjudgeable(cid, devices, targets)
+    if unjudgeable is not None:
+        return unjudgeable
+    found = _judge_paths(targets, Topology(devices), busy)
+    return _links_verdict(cid, ctx, targets, found, _boot_narrowed(ctx, targets))
 
 
 def check_pcie_acs(ctx: Context) -> CheckResult:
