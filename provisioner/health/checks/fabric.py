@@ -304,62 +304,92 @@ def _allowed(expected: Any) -> list[str]:
     return [str(x) for x in expected] if isinstance(expected, list) else [str(expected)]
 
 
-def check_firmware(ctx: Context) -> CheckResult:
-    """GPU VBIOS, HCA and transceiver firmware match the site's expected manifest."""
-    cid = "firmware.versions"
-    manifest = ctx.expect.firmware
-    if not manifest:
-        return not_applicable(cid, "site has no settings.expected_firmware manifest")
-    found: dict[str, str] = {}
-    wrong: list[str] = []
-    parts: list[str] = []
-    vbios = manifest.get("gpu_vbios")
-    if vbios and ctx.expect.gpus:
-        try:
-            report = ctx.nvsmi
-        except ParseError:
-            report = None
-        for g in report.gpus if report else []:
-            found[g.label()] = g.vbios or "?"
-            if g.vbios not in _allowed(vbios):
-                wrong.append(f"{g.label()}: VBIOS {g.vbios}, expected {vbios}")
-                parts.append(g.label())
-    hca = manifest.get("hca_firmware")
-    if hca and ctx.expect.ib_ports:
-        try:
-            ports = parse_ibstat(ctx.text("ibstat"))
-        except ParseError:
-            ports = []
-        by_ca: dict[str, IbPort] = {p.ca: p for p in ports}
-        for ca, p in sorted(by_ca.items()):
-            want = hca.get(p.ca_type or "", hca.get("default")) if isinstance(hca, dict) else hca
-            if want is None:
-                continue
-            found[ca] = p.firmware or "?"
-            if p.firmware not in _allowed(want):
-                wrong.append(f"{ca} ({p.ca_type}): firmware {p.firmware}, expected {want}")
-                parts.append(f"HCA {ca}")
-    xcvr = manifest.get("transceiver_firmware")
+@dataclass
+class _FirmwareAudit:
+    """Versions read per component, and the components off the manifest."""
+
+    found: dict[str, str] = field(default_factory=dict)
+    wrong: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+
+    def off(self, why: str, part: str) -> None:
+        self.wrong.append(why)
+        self.parts.append(part)
+
+
+def _wanted(expected: Any, key: str | None) -> Any:
+    """A manifest entry: one version (or list) for all, or a dict by type with a "default"."""
+    return expected.get(key or "", expected.get("default")) if isinstance(expected, dict) else expected
+
+
+def _audit_vbios(ctx: Context, vbios: Any, audit: _FirmwareAudit) -> None:
+    try:
+        report = ctx.nvsmi
+    except ParseError:
+        report = None
+    for g in report.gpus if report else []:
+        audit.found[g.label()] = g.vbios or "?"
+        if g.vbios not in _allowed(vbios):
+            audit.off(f"{g.label()}: VBIOS {g.vbios}, expected {vbios}", g.label())
+
+
+def _audit_hcas(ctx: Context, hca: Any, audit: _FirmwareAudit) -> None:
+    try:
+        ports = parse_ibstat(ctx.text("ibstat"))
+    except ParseError:
+        ports = []
+    by_ca: dict[str, IbPort] = {p.ca: p for p in ports}
+    for ca, p in sorted(by_ca.items()):
+        want = _wanted(hca, p.ca_type)
+        if want is None:
+            continue
+        audit.found[ca] = p.firmware or "?"
+        if p.firmware not in _allowed(want):
+            audit.off(f"{ca} ({p.ca_type}): firmware {p.firmware}, expected {want}", f"HCA {ca}")
+
+
+def _audit_transceivers(ctx: Context, xcvr: Any, audit: _FirmwareAudit) -> None:
     sec = ctx.section("transceivers")
-    if xcvr and ctx.expect.ib_ports:
-        if sec is None or sec.missing:
-            wrong.append("mlxlink (NVIDIA MFT) is not installed: transceiver firmware unknown")
-        else:
-            for t in parse_transceivers(sec.text):
-                want = xcvr.get(t.part_number or "", xcvr.get("default")) if isinstance(xcvr, dict) else xcvr
-                if want is None:
-                    continue
-                found[t.label()] = t.firmware or "?"
-                if t.firmware not in _allowed(want):
-                    wrong.append(f"{t.label()}: firmware {t.firmware}, expected {want}")
-                    parts.append(t.label())
+    if sec is None or sec.missing:
+        audit.wrong.append("mlxlink (NVIDIA MFT) is not installed: transceiver firmware unknown")
+        return
+    for t in parse_transceivers(sec.text):
+        want = _wanted(xcvr, t.part_number)
+        if want is None:
+            continue
+        audit.found[t.label()] = t.firmware or "?"
+        if t.firmware not in _allowed(want):
+            audit.off(f"{t.label()}: firmware {t.firmware}, expected {want}", t.label())
+
+
+def _firmware_verdict(cid: str, manifest: dict[str, Any], audit: _FirmwareAudit) -> CheckResult:
+    """ERROR when nothing could be read, FAIL when a component is off the manifest, else PASS."""
+    found, wrong = audit.found, audit.wrong
     if not found and not wrong:
         return result(cid, Status.ERROR, "no firmware version could be read (nvidia-smi/ibstat)",
                       threshold=dict(manifest))
     if wrong:
         return result(cid, Status.FAIL, f"{len(wrong)} component(s) off the firmware manifest",
                       observed=found, threshold=dict(manifest), remedy=RemedyKind.REIMAGE,
-                      part=", ".join(parts), detail="re-run the firmware update role", evidence=wrong)
+                      part=", ".join(audit.parts), detail="re-run the firmware update role",
+                      evidence=wrong)
     return result(cid, Status.PASS, f"{len(found)} component(s) on the expected firmware",
                   observed=found, threshold=dict(manifest))
 
+
+def check_firmware(ctx: Context) -> CheckResult:
+    """GPU VBIOS, HCA and transceiver firmware match the site's expected manifest."""
+    cid = "firmware.versions"
+    manifest = ctx.expect.firmware
+    if not manifest:
+        return not_applicable(cid, "site has no settings.expected_firmware manifest")
+    audit = _FirmwareAudit()
+    vbios, hca = manifest.get("gpu_vbios"), manifest.get("hca_firmware")
+    xcvr = manifest.get("transceiver_firmware")
+    if vbios and ctx.expect.gpus:
+        _audit_vbios(ctx, vbios, audit)
+    if hca and ctx.expect.ib_ports:
+        _audit_hcas(ctx, hca, audit)
+    if xcvr and ctx.expect.ib_ports:
+        _audit_transceivers(ctx, xcvr, audit)
+    return _firmware_verdict(cid, manifest, audit)

@@ -1,8 +1,11 @@
-"""How pcie.links sorts degraded links on a synthetic switch tree written by the project."""
+"""Steps of the fabric checks: how pcie.links sorts degraded links (on a synthetic switch tree
+written by the project) and how firmware.versions reads its manifest entries."""
 
 from __future__ import annotations
 
-from provisioner.health.checks.fabric import _judge_paths
+import pytest
+
+from provisioner.health.checks.fabric import _judge_paths, _wanted
 from provisioner.health.pcie import Link, PciDevice, Topology
 
 
@@ -34,3 +37,15 @@ def test_shared_switch_link_is_judged_once_and_only_an_idle_gpus_own_link_is_spa
                                                         (busy.addr, busy.addr)]
     assert [(f.addr, d.addr) for f, d in found.idle_slow] == [(idle.addr, idle.addr)]
     assert [f.addr for f, _ in found.bad] == [upstream.addr, upstream.addr, busy.addr]
+
+
+@pytest.mark.parametrize(("expected", "key", "want"), [
+    ({"MT4129": "28.39.1002", "default": "28.40.1000"}, "MT4129", "28.39.1002"),  # by CA type
+    ({"MT4129": "28.39.1002", "default": "28.40.1000"}, "MT4125", "28.40.1000"),  # fallback
+    ({"MT4129": "28.39.1002", "default": "28.40.1000"}, None, "28.40.1000"),  # type unknown
+    ({"MT4129": "28.39.1002"}, "MT4125", None),  # not in the manifest: not judged
+    ("28.39.1002", "MT4125", "28.39.1002"),  # one version for every type
+    (["28.39.1002", "28.39.2048"], None, ["28.39.1002", "28.39.2048"]),  # any of a list
+])
+def test_firmware_manifest_entry_by_type_with_default(expected, key, want):
+    assert _wanted(expected, key) == want
