@@ -286,6 +286,58 @@ def _nvlink_findings(ctx: Context, status: dict[int, list[NvLink]], names: dict[
     return out, threshold
 
 
+def _rising_nvlink_counters(ctx: Context) -> dict[str, int]:
+    """NVLink error counters that rose between the two reads, by how much."""
+    before = parse_nvlink_errors(ctx.text("nvlink_errors_0"))
+    after = parse_nvlink_errors(ctx.text("nvlink_errors_1"))
+    return {k: v - before[k] for k, v in after.items() if k in before and v > before[k]}
+
+
+def _nvlink_observed(status: dict[int, list[NvLink]], down: list[NvLink], rising: dict[str, int],
+                     findings: list[str]) -> dict[str, object]:
+    speeds = Counter(ln.speed_gbs for links in status.values() for ln in links if ln.speed_gbs)
+    return {"gpus": len(status), "links": sum(len(v) for v in status.values()),
+            "inactive": [f"gpu{ln.gpu}/link{ln.link}" for ln in down],
+            "speeds_gbs": {str(k): v for k, v in speeds.items()}, "rising_counters": rising,
+            "findings": findings}
+
+
+def _nvlink_fault(cid: str, down: list[NvLink], findings: list[str], observed: dict[str, object],
+                  threshold: dict[str, object]) -> CheckResult:
+    """FAIL for inactive links or findings; a GPU the driver lost needs a reboot, not a reset."""
+    gpus = sorted({ln.gpu for ln in down} | {int(m) for f in findings
+                                              for m in re.findall(r"GPU (\d+)", f)})
+    lost_gpu = any(f.startswith("nvlink.gpus_missing") for f in findings)
+    what = [f"{len(down)} NVLink(s) inactive"] if down else []
+    what += [f.split(": ", 1)[1] for f in findings[:3]]
+    return result(
+        cid, Status.FAIL, "; ".join(what) + (" ..." if len(findings) > 3 else ""),
+        observed=observed, threshold=threshold,
+        # A GPU the driver no longer lists needs a reboot, which resets the others too.
+        remedy=RemedyKind.REBOOT if lost_gpu else RemedyKind.RESET_GPU,
+        part=", ".join(f"GPU index {g}" for g in gpus) or None,
+        detail="the driver lists fewer GPUs than the host has: reboot, repair if it recurs"
+        if lost_gpu else "reset the GPUs (with fabric manager restart); repair the "
+        "baseboard if the links stay down or train slow",
+        evidence=[*findings, *(f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down)],
+    )
+
+
+def _nvlink_counters_verdict(cid: str, rising: dict[str, int], observed: dict[str, object],
+                             threshold: dict[str, object]) -> CheckResult:
+    """All links up: FAIL on rising recovery errors, WARN on other rising counters, else PASS."""
+    if any(k.endswith(_NVLINK_FAIL_COUNTERS) for k in rising):
+        return result(cid, Status.FAIL, "NVLink recovery errors rising", observed=observed,
+                      threshold=threshold, remedy=RemedyKind.RESET_GPU,
+                      evidence=[f"{k} +{v}" for k, v in rising.items()])
+    if rising:
+        return result(cid, Status.WARN, f"{len(rising)} NVLink error counter(s) rising",
+                      observed=observed, threshold=threshold,
+                      evidence=[f"{k} +{v}" for k, v in rising.items()])
+    return result(cid, Status.PASS, f"{observed['links']} links active, counters steady",
+                  observed=observed, threshold=threshold)
+
+
 def check_nvlink(ctx: Context) -> CheckResult:
     """Every NVLink active at the expected count and speed; error counters not rising."""
     cid = "gpu.nvlink"
@@ -301,43 +353,13 @@ def check_nvlink(ctx: Context) -> CheckResult:
         return result(cid, Status.ERROR, "nvidia-smi nvlink --status printed no GPU",
                       evidence=sec.text.splitlines()[:5])
     down = [ln for links in status.values() for ln in links if ln.speed_gbs is None]
-    speeds = Counter(ln.speed_gbs for links in status.values() for ln in links if ln.speed_gbs)
-    before = parse_nvlink_errors(ctx.text("nvlink_errors_0"))
-    after = parse_nvlink_errors(ctx.text("nvlink_errors_1"))
-    rising = {k: v - before[k] for k, v in after.items() if k in before and v > before[k]}
+    rising = _rising_nvlink_counters(ctx)
     findings, expected = _nvlink_findings(ctx, status, parse_nvlink_names(sec.text))
-    observed = {"gpus": len(status), "links": sum(len(v) for v in status.values()),
-                "inactive": [f"gpu{ln.gpu}/link{ln.link}" for ln in down],
-                "speeds_gbs": {str(k): v for k, v in speeds.items()}, "rising_counters": rising,
-                "findings": findings}
+    observed = _nvlink_observed(status, down, rising, findings)
     threshold = {"inactive": 0, "rising_counters": 0, **expected}
     if down or findings:
-        gpus = sorted({ln.gpu for ln in down} | {int(m) for f in findings
-                                                  for m in re.findall(r"GPU (\d+)", f)})
-        lost_gpu = any(f.startswith("nvlink.gpus_missing") for f in findings)
-        what = [f"{len(down)} NVLink(s) inactive"] if down else []
-        what += [f.split(": ", 1)[1] for f in findings[:3]]
-        return result(
-            cid, Status.FAIL, "; ".join(what) + (" ..." if len(findings) > 3 else ""),
-            observed=observed, threshold=threshold,
-            # A GPU the driver no longer lists needs a reboot, which resets the others too.
-            remedy=RemedyKind.REBOOT if lost_gpu else RemedyKind.RESET_GPU,
-            part=", ".join(f"GPU index {g}" for g in gpus) or None,
-            detail="the driver lists fewer GPUs than the host has: reboot, repair if it recurs"
-            if lost_gpu else "reset the GPUs (with fabric manager restart); repair the "
-            "baseboard if the links stay down or train slow",
-            evidence=[*findings, *(f"GPU {ln.gpu} Link {ln.link}: {ln.raw}" for ln in down)],
-        )
-    if any(k.endswith(_NVLINK_FAIL_COUNTERS) for k in rising):
-        return result(cid, Status.FAIL, "NVLink recovery errors rising", observed=observed,
-                      threshold=threshold, remedy=RemedyKind.RESET_GPU,
-                      evidence=[f"{k} +{v}" for k, v in rising.items()])
-    if rising:
-        return result(cid, Status.WARN, f"{len(rising)} NVLink error counter(s) rising",
-                      observed=observed, threshold=threshold,
-                      evidence=[f"{k} +{v}" for k, v in rising.items()])
-    return result(cid, Status.PASS, f"{observed['links']} links active, counters steady",
-                  observed=observed, threshold=threshold)
+        return _nvlink_fault(cid, down, findings, observed, threshold)
+    return _nvlink_counters_verdict(cid, rising, observed, threshold)
 
 
 # DCGM clock-event reason bits (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS / _CLOCKS_EVENT_REASONS)
