@@ -7,6 +7,7 @@ import importlib
 import typer
 
 from provisioner import __version__
+from provisioner.cli.debug_logging import enable_debug
 
 app = typer.Typer(
     name="provision",
@@ -43,6 +44,10 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", "-v", callback=enable_debug,
+        help="Log each BMC request (method, URL, status, time; secrets redacted) to stderr.",
     ),
 ) -> None:
     """Turn racks of bare-metal GPU servers into a training-ready cluster."""
