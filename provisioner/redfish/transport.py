@@ -107,13 +107,19 @@ def _no_constant(text: str) -> float:
 
 
 def _too_deep(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    # level by level, without recursion (the point is data too deep to recurse into)
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, dict | list):
+                    below.append(child)
+        level = below
     return False
 
 
@@ -135,7 +141,9 @@ def parse_json(raw: bytes, *, bmc: str, path: str) -> Any:
                                bmc=bmc, path=path) from None
     except ValueError:
         return None
-    if isinstance(data, dict | list) and _too_deep(data, MAX_JSON_DEPTH):
+    # fewer brackets than the limit cannot nest past it: most answers skip the walk
+    if (isinstance(data, dict | list) and raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH
+            and _too_deep(data, MAX_JSON_DEPTH)):
         raise BMCLimitExceeded(f"answered JSON nested deeper than {MAX_JSON_DEPTH} levels",
                                bmc=bmc, path=path)
     return data
