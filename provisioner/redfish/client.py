@@ -34,6 +34,7 @@ from provisioner.redfish.errors import (
     BMCAuthError,
     BMCBadResponse,
     BMCDeadline,
+    BMCForeignLink,
     BMCLimitExceeded,
     BMCNotFound,
     BMCRedirectRefused,
@@ -70,7 +71,7 @@ NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
 # Failures after which another way in (basic auth, no $expand) would not do better, or would
 # hand the credentials to a peer that already misbehaved.
 FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefused,
-         BMCLimitExceeded, BMCDeadline)
+         BMCLimitExceeded, BMCDeadline, BMCForeignLink)
 __all__ = ["ClientOptions", "RedfishClient", "Reply", "connect", "host_deadline"]
 
 

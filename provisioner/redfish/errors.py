@@ -165,6 +165,12 @@ class BMCRedirectRefused(RedfishError):
     reason = "unsafe redirect"
 
 
+class BMCForeignLink(BMCBadResponse):
+    """A link in the BMC's answer leads off the BMC (another host, user info); not followed."""
+
+    reason = "foreign link"
+
+
 class BMCLimitExceeded(BMCBadResponse):
     """The BMC answered more than a BMC ever should: too large, too deep, too many members."""
 

@@ -20,7 +20,12 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from provisioner.redfish import logsafe
-from provisioner.redfish.errors import BMCDeadline, BMCLimitExceeded, BMCRedirectRefused
+from provisioner.redfish.errors import (
+    BMCDeadline,
+    BMCForeignLink,
+    BMCLimitExceeded,
+    BMCRedirectRefused,
+)
 
 log = logging.getLogger(__name__)
 logsafe.install(("provisioner.redfish.transport",))
@@ -204,6 +209,7 @@ class BMCTransport(requests.Session):
             raise TypeError(f"unsupported request options: {sorted(kwargs)}")
         prep = requests.PreparedRequest()
         prep.prepare(method=method.upper(), url=url, headers=headers, data=data, params=params)
+        self._check_origin(prep.url or url)
         for _hop in range(MAX_REDIRECTS + 1):
             resp = self._exchange(prep, timeout, True if verify is None else verify)
             if not (allow_redirects and resp.is_redirect):
@@ -211,6 +217,20 @@ class BMCTransport(requests.Session):
             prep = self._follow(prep, resp)
         raise BMCRedirectRefused(f"{method} redirected more than {MAX_REDIRECTS} times",
                                  bmc=self.bmc, path=urlsplit(url).path)
+
+    def _check_origin(self, url: str) -> None:
+        # Paths come from the BMC's own links: "@other-host/x" appended to the base URL would
+        # turn the BMC's address into user info and send the token to other-host.
+        src, dst = urlsplit(self.base_url), urlsplit(url)
+        same = (dst.scheme, (dst.hostname or "").lower(), dst.port) == (
+            src.scheme, (src.hostname or "").lower(), src.port)
+        if not same or dst.username is not None or "@" in dst.netloc:
+            raise BMCForeignLink(
+                f"refused to request {loggable_url(url)}: a link in the BMC's answers leads "
+                "off the BMC; nothing was sent",
+                bmc=self.bmc, path=dst.path,
+                hint="the BMC's Redfish service is broken or tampered with: check its firmware",
+            )
 
     def _exchange(self, prep: requests.PreparedRequest, timeout: Any,
                   verify: Any) -> requests.Response:

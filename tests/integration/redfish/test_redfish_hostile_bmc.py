@@ -28,6 +28,7 @@ from provisioner.inventory import load_site
 from provisioner.redfish.client import ClientOptions, RedfishClient
 from provisioner.redfish.errors import (
     BMCDeadline,
+    BMCForeignLink,
     BMCLimitExceeded,
     BMCRedirectRefused,
 )
@@ -177,6 +178,10 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
             self._redirect(self.server.elsewhere + "/redfish/v1/Systems")
         elif mode == "relocate" and base == "/redfish/v1/Systems":
             self._send(308, {}, {"Location": self.server.url + "/redfish/v1/Systems/"})
+        elif mode == "foreign-link" and base == "/redfish/v1/Systems":
+            # "@host:port/..." appended to the BMC's URL makes the BMC's address user info
+            target = self.server.elsewhere.removeprefix("http://")
+            self._send(200, {"Members": [{"@odata.id": f"@{target}/redfish/v1/Systems/1"}]})
         elif base in ("/redfish/v1/Systems", "/redfish/v1/Systems/"):
             count = 20_000 if mode == "members" else 0
             members = [{"@odata.id": f"/redfish/v1/Systems/s{i}"} for i in range(count)]
@@ -274,6 +279,17 @@ def test_redirect_to_another_host_over_https_is_refused_too(tls):
         client.close()
 
 
+def test_a_member_link_leading_off_the_bmc_is_not_requested(tls, recorder):
+    with serving(HostileBMC(tls, "foreign-link", recorder.url)) as bmc:
+        client = client_for(bmc, tls)
+        client.login()
+        with pytest.raises(BMCForeignLink, match=f"{ELSEWHERE}:") as info:
+            client.members("/redfish/v1/Systems")
+        client.close()
+    assert_nothing_reached(recorder)
+    assert info.value.reason == "foreign link" and CANARY_TOKEN not in str(info.value)
+
+
 def test_redirect_on_the_same_host_over_https_is_followed(tls):
     with serving(HostileBMC(tls, "relocate")) as bmc, client_for(bmc, tls) as client:
         assert client.get("/redfish/v1/Systems")["Members"] == []
@@ -325,6 +341,7 @@ HOSTILE = {  # host -> (mode, expected reason)
     "h1-u07": ("overflow", "limit exceeded"),
     "h1-u08": ("huge-stream", "limit exceeded"),
     "h1-u09": ("drip", "deadline exceeded"),
+    "h1-u10": ("foreign-link", "foreign link"),
 }
 GOOD = ("h1-u01", "h1-u02")
 U1 = "6f9619ff-8b86-d011-b42d-00c04fc96411"
