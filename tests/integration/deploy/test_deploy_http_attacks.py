@@ -198,3 +198,14 @@ def test_keys_and_tokens_never_reach_the_log(server, host, attacker, caplog):
     assert f"not to {ATTACKER_IP}" in text  # the refusal names who asked
     for secret in (key, s.token.reveal(), s.boot_token.reveal()):
         assert secret not in text
+
+
+@pytest.mark.parametrize("headers", [
+    "".join(f"X-H{i}: v\r\n" for i in range(200)),  # more headers than any client sends
+    f"X-Long: {'v' * 100_000}\r\n",  # a header line over 64 KiB
+])
+def test_oversized_headers_are_refused_without_a_crash(server, headers, caplog):
+    caplog.set_level(logging.INFO, logger="provisioner.deploy.http")
+    answer = _raw_request(server, f"GET /ipxe/boot.ipxe HTTP/1.1\r\nHost: x\r\n{headers}\r\n")
+    assert answer.split(b"\r\n", 1)[0].split()[1] == b"431", answer[:200]
+    assert all(len(r.getMessage()) < 1000 for r in caplog.records)
