@@ -56,7 +56,22 @@ def redact_path(path: str) -> str:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """werkzeug's handler, logging through our logger without tokens."""
+    """werkzeug's handler, logging through our logger without tokens.
+
+    A client gets HEADER_TIMEOUT_S for its request line and headers, so connections opened and
+    left silent (or trickled into) do not pin the server's threads; once the request is read
+    the socket has no timeout again, as werkzeug has it (image streams can stall on a disk).
+    """
+
+    header_timeout_s: float = 30.0
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.header_timeout_s)
+
+    def run_wsgi(self) -> None:
+        self.connection.settimeout(None)
+        super().run_wsgi()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         # busy-stream 503s come every second from each waiting host: the gate logs them

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,10 +154,8 @@ def test_a_callback_body_is_refused_before_it_is_read(server, token, size, statu
     value = s.token.reveal() if token == "good" else "forged"
     head = (f"POST /callback/lab-host01/failed HTTP/1.1\r\nHost: x\r\n"
             f"Authorization: Bearer {value}\r\nContent-Length: {size}\r\n\r\n")
-    started = time.monotonic()
     answer = _raw_request(server, head, b"x" * 1024)
     assert answer.split(b"\r\n", 1)[0].split()[1] == status, answer[:200]
-    assert time.monotonic() - started < 5
     assert s.reports == {}
 
 
@@ -209,3 +206,15 @@ def test_oversized_headers_are_refused_without_a_crash(server, headers, caplog):
     answer = _raw_request(server, f"GET /ipxe/boot.ipxe HTTP/1.1\r\nHost: x\r\n{headers}\r\n")
     assert answer.split(b"\r\n", 1)[0].split()[1] == b"431", answer[:200]
     assert all(len(r.getMessage()) < 1000 for r in caplog.records)
+
+
+def test_a_silent_connection_is_closed_after_the_header_timeout(server, monkeypatch):
+    from provisioner.deploy.embedded import http as deploy_http
+
+    monkeypatch.setattr(deploy_http._QuietHandler, "header_timeout_s", 0.5)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /ipxe/boot.ipxe HTTP/1.1\r\n")  # and never the rest
+        assert sock.recv(1024) == b""  # closed by the server (our own 5 s timeout would raise)
+    # a complete request is still served
+    r = requests.get(url(server, "/ipxe/boot.ipxe"), timeout=5)
+    assert r.status_code == 200 and r.text.startswith("#!ipxe")
