@@ -25,12 +25,12 @@ class _StderrHandler(logging.Handler):
 def enable_debug(value: bool) -> None:
     """Typer callback of ``--debug/-v``: debug logs of the project's own loggers, redacted."""
     root = logging.getLogger("provisioner")
-    for old in list(root.handlers):
-        if isinstance(old, _StderrHandler):
-            root.removeHandler(old)
+    ours = [h for h in root.handlers if isinstance(h, _StderrHandler)]
+    for old in ours:
+        root.removeHandler(old)
     if not value:
-        # One process may run several commands (tests, embedding): each sets its own level.
-        root.setLevel(logging.NOTSET)
+        if ours:  # one process may run several commands (tests, embedding): undo ours only
+            root.setLevel(logging.NOTSET)
         return
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
