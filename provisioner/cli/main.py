@@ -10,6 +10,7 @@ match the commands' own.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -131,6 +132,15 @@ app = typer.Typer(
 )
 
 
+def _debug(value: bool) -> None:
+    # Imported only when asked for (`provision --help` loads nothing but this shell), or to
+    # undo an earlier command's --debug in the same process.
+    if value or "provisioner.cli.debug_logging" in sys.modules:
+        from provisioner.cli.debug_logging import enable_debug
+
+        enable_debug(value)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"provision {__version__}")
@@ -141,6 +151,10 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", "-v", callback=_debug,
+        help="Log each BMC request (method, URL, status, time; secrets redacted) to stderr.",
     ),
 ) -> None:
     """Turn racks of bare-metal GPU servers into a training-ready cluster."""

@@ -251,6 +251,7 @@ class RedfishSettings(Strict):
     timeout_s: float = Field(default=10.0, gt=0)
     retries: int = Field(default=3, ge=0)
     max_parallel: int = Field(default=512, ge=1)  # one wave for a 511-host cluster
+    discovery_deadline_s: float = Field(default=300.0, gt=0)  # per host, all requests
 
 
 class ImageSettings(Strict):

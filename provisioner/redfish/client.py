@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import email.utils
-import json
 import logging
 import random
 import threading
@@ -34,7 +33,11 @@ from provisioner.redfish import logsafe
 from provisioner.redfish.errors import (
     BMCAuthError,
     BMCBadResponse,
+    BMCDeadline,
+    BMCForeignLink,
+    BMCLimitExceeded,
     BMCNotFound,
+    BMCRedirectRefused,
     BMCServerError,
     BMCSessionLimit,
     BMCTimeout,
@@ -42,6 +45,16 @@ from provisioner.redfish.errors import (
     BMCUnreachable,
     RedfishError,
     parse_extended_info,
+)
+from provisioner.redfish.transport import (
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BMCTransport,
+    check_deadline,
+    check_members,
+    host_deadline,
+    parse_json,
+    remaining_s,
 )
 from provisioner.secrets import Secret
 
@@ -55,6 +68,11 @@ SESSION_LIMIT_IDS = ("SessionLimitExceeded", "RAC0218")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A POST that times out or gets a 500 may have been applied (a reset!); only these are safe.
 NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
+# Failures after which another way in (basic auth, no $expand) would not do better, or would
+# hand the credentials to a peer that already misbehaved.
+FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefused,
+         BMCLimitExceeded, BMCDeadline, BMCForeignLink)
+__all__ = ["ClientOptions", "RedfishClient", "Reply", "connect", "host_deadline"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,8 @@ class ClientOptions:
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
     prefer_session: bool = True
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_members: int = DEFAULT_MAX_MEMBERS
 
 
 @dataclass
@@ -102,17 +122,6 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _json_body(resp: RestResponse) -> Any:
-    """The parsed JSON body ({} when empty), or None when it is not JSON (an HTML error page)."""
-    raw = resp.read or b""
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
 def _root_cause(exc: BaseException) -> BaseException:
     seen: set[int] = set()
     cur: BaseException = exc
@@ -123,44 +132,6 @@ def _root_cause(exc: BaseException) -> BaseException:
             break
         cur = nxt
     return cur
-
-
-class _LeanSession(requests.Session):
-    """A requests Session that skips what BMC traffic never needs on each request.
-
-    Cookies, environment proxies/.netrc, hooks and the Request/merge layers cost about a third
-    of the client's CPU per request, which bounds how many BMCs one process reads at once.
-    Redirects (rare: an http->https hop) still go through the full Session.
-    """
-
-    def request(  # type: ignore[override]
-        self,
-        method: str,
-        url: str,
-        params: Any = None,
-        data: Any = None,
-        headers: Any = None,
-        timeout: Any = None,
-        allow_redirects: bool = True,
-        verify: Any = None,
-        proxies: Any = None,
-        **kwargs: Any,
-    ) -> requests.Response:
-        if kwargs:
-            return super().request(method, url, params=params, data=data, headers=headers,
-                                   timeout=timeout, allow_redirects=allow_redirects,
-                                   verify=verify, proxies=proxies, **kwargs)
-        prep = requests.PreparedRequest()
-        prep.prepare(method=method.upper(), url=url, headers=headers, data=data, params=params)
-        resp = self.get_adapter(prep.url or url).send(
-            prep, timeout=timeout, verify=True if verify is None else verify,
-            proxies=proxies or {}, stream=False, cert=None,
-        )
-        if allow_redirects and resp.is_redirect:
-            return super().request(method, url, params=params, data=data, headers=headers,
-                                   timeout=timeout, allow_redirects=True, verify=verify,
-                                   proxies=proxies)
-        return resp
 
 
 class RedfishClient:
@@ -215,8 +186,8 @@ class RedfishClient:
         # BMC traffic never goes through the laptop's HTTP(S)_PROXY, and reading the proxy and
         # .netrc settings from the environment on every request costs ~1 ms of CPU each,
         # which is what limits discovery of hundreds of BMCs.
-        lean = _LeanSession()
-        lean.trust_env = False
+        lean = BMCTransport(bmc=self.name, base_url=self.base_url,
+                            max_bytes=self.options.max_response_bytes)
         lean.mount("https://", adapter)
         lean.mount("http://", requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4,
                                                             max_retries=0))
@@ -252,16 +223,19 @@ class RedfishClient:
         self._use_basic()
 
     def _try_session(self) -> bool:
-        links = self.root.get("Links") or {}
-        sessions = (links.get("Sessions") or {}).get("@odata.id")
+        links = self.root.get("Links")
+        link = links.get("Sessions") if isinstance(links, dict) else None
+        sessions = link.get("@odata.id") if isinstance(link, dict) else None
+        if not isinstance(sessions, str):
+            sessions = None
         if not sessions and self.root and "SessionService" not in self.root:
             return False  # the service root offers no sessions (e.g. sushy-emulator)
         sessions = sessions or DEFAULT_SESSIONS
         body = {"UserName": self._username, "Password": self._password.reveal()}
         try:
             reply = self._request("POST", sessions, body=body, retry=False)
-        except (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable):
-            raise  # a wrong password or a dead BMC: basic auth would not do better
+        except FATAL:
+            raise  # a wrong password, a dead or hostile BMC: basic auth would not do better
         except RedfishError as exc:
             if any(mid for mid in exc.message_ids() if mid.endswith(SESSION_LIMIT_IDS)):
                 self.warnings.append(
@@ -321,7 +295,7 @@ class RedfishClient:
                 continue
             if set(member) - {"@odata.id", "@odata.type", "@odata.etag"}:
                 out.append(member)
-            elif member.get("@odata.id"):
+            elif isinstance(member.get("@odata.id"), str) and member["@odata.id"]:
                 out.append(self.get(member["@odata.id"]))
         return out
 
@@ -336,7 +310,7 @@ class RedfishClient:
         if self._expand:
             try:
                 return self.get(path, query={"$expand": self._expand})
-            except (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable):
+            except FATAL:
                 raise
             except RedfishError:
                 # The root advertised $expand but this BMC (or resource) rejects it.
@@ -433,9 +407,13 @@ class RedfishClient:
     def _delay(self, exc: BaseException | None, retry_number: int) -> float:
         """Seconds before retry ``retry_number``: the BMC's Retry-After, else backoff."""
         if isinstance(exc, RedfishError) and exc.retry_after_s is not None:
-            return min(exc.retry_after_s, self.options.max_backoff_s)
-        base = self.options.backoff_s * (2 ** (retry_number - 1))
-        return float(min(self.options.max_backoff_s, base * (1 + random.random() / 4)))
+            delay = min(exc.retry_after_s, self.options.max_backoff_s)
+        else:
+            base = self.options.backoff_s * (2 ** (retry_number - 1))
+            delay = float(min(self.options.max_backoff_s, base * (1 + random.random() / 4)))
+        left = remaining_s()
+        # Past the host deadline the next attempt fails at once with the deadline's reason.
+        return delay if left is None else max(0.0, min(delay, left))
 
     def _once(
         self,
@@ -446,22 +424,26 @@ class RedfishClient:
         query: dict[str, str | None] | None,
         headers: dict[str, str] | None,
     ) -> Reply:
+        left = check_deadline(self.name, path)
+        timeout = self.options.timeout_s if left is None else min(self.options.timeout_s, left)
         with self._lock:
             self.requests_made += 1
         try:
             resp: RestResponse = self._lib._rest_request(
-                path, method=method, args=query, body=body, headers=headers
+                path, method=method, args=query, body=body, headers=headers, timeout=timeout
             )
         except Exception as exc:
             raise self._transport_error(exc, path) from None
         status = int(resp.status)
         hdrs = dict(resp._http_response.headers) if resp._http_response is not None else {}
-        data = _json_body(resp)
+        data = parse_json(resp.read or b"", bmc=self.name, path=path)
         if 200 <= status < 300:
             if data is None:
                 raise BMCBadResponse("answered with a body that is not JSON", bmc=self.name,
                                      path=path, status=status)
-            return Reply(status, data if isinstance(data, dict) else {"value": data}, hdrs)
+            reply = Reply(status, data if isinstance(data, dict) else {"value": data}, hdrs)
+            check_members(reply.body, self.options.max_members, bmc=self.name, path=path)
+            return reply
         extended = parse_extended_info(data)
         kwargs: dict[str, Any] = {"bmc": self.name, "path": path, "status": status,
                                   "extended": extended}
@@ -490,6 +472,9 @@ class RedfishClient:
         while cur is not None and len(chain) < 10:
             chain.append(cur)
             cur = cur.__cause__ or cur.__context__
+        for err in chain:
+            if isinstance(err, RedfishError):
+                return err  # the transport's own verdict (a refused redirect, a limit)
         if any(isinstance(e, requests.exceptions.SSLError) for e in chain):
             return BMCTLSError(
                 f"TLS verification failed: {cause}",

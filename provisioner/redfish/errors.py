@@ -157,3 +157,27 @@ class BMCStateTimeout(RedfishError):
     """The host did not reach the wanted state (power, job) in time."""
 
     reason = "state timeout"
+
+
+class BMCRedirectRefused(RedfishError):
+    """The BMC redirected a request to another host or to plain http; not followed."""
+
+    reason = "unsafe redirect"
+
+
+class BMCForeignLink(BMCBadResponse):
+    """A link in the BMC's answer leads off the BMC (another host, user info); not followed."""
+
+    reason = "foreign link"
+
+
+class BMCLimitExceeded(BMCBadResponse):
+    """The BMC answered more than a BMC ever should: too large, too deep, too many members."""
+
+    reason = "limit exceeded"
+
+
+class BMCDeadline(RedfishError):
+    """The host's whole conversation (e.g. its discovery) took longer than its deadline."""
+
+    reason = "deadline exceeded"

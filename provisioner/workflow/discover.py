@@ -18,6 +18,7 @@ from provisioner.bmc.base import HostFacts
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
+from provisioner.redfish.client import host_deadline
 from provisioner.state import NodeState, StateStore
 from provisioner.workflow.bmc_access import open_bmc
 
@@ -41,6 +42,7 @@ class DiscoveryTarget:
 
     name: str
     open: Callable[[], RedfishBMC]
+    deadline_s: float | None = None  # for all of this host's Redfish traffic
 
 
 @dataclass
@@ -82,8 +84,9 @@ def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
     result = DiscoveryResult(host=target.name)
     bmc: RedfishBMC | None = None
     try:
-        bmc = target.open()
-        facts = bmc.discover()
+        with host_deadline(target.deadline_s):
+            bmc = target.open()
+            facts = bmc.discover()
         result.facts = facts
         result.warnings = list(facts.extra.get("warnings") or [])
         nic_error = facts.extra.get("provisioning_nic_error")
@@ -199,7 +202,8 @@ def discover_all(
 
 def site_targets(site: Site, hosts: Sequence[Host]) -> list[DiscoveryTarget]:
     """Discovery targets for inventory hosts (credentials resolved when each one opens)."""
-    return [DiscoveryTarget(h.name, partial(open_bmc, site, h)) for h in hosts]
+    deadline = site.settings.redfish.discovery_deadline_s
+    return [DiscoveryTarget(h.name, partial(open_bmc, site, h), deadline) for h in hosts]
 
 
 def record_results(store: StateStore, results: Sequence[DiscoveryResult]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from netaddr import IPAddress
+from netaddr import AddrFormatError, IPAddress
 
 from provisioner.bmc.base import BootTarget, PowerAction, PowerState
 from provisioner.deploy import autoinstall as ai
@@ -217,13 +217,27 @@ class EmbeddedBackend(DeployBackend):
         )
 
     # -- one host ---------------------------------------------------------------------------
+    def _client_address(self, res: Reservation) -> str | None:
+        """The address the host's requests must come from: its DHCP reservation.
+
+        A server bound to loopback is reachable from this machine only, where every request
+        comes from loopback: there the address proves nothing and is not checked.
+        """
+        assert self.settings is not None
+        try:
+            loopback = IPAddress(self.settings.bind_address).is_loopback()
+        except (ValueError, AddrFormatError):
+            loopback = False
+        return None if loopback else str(res.address)
+
     def _session(self, request: DeployRequest) -> HostSession:
         assert self.site is not None and self.settings is not None and self._network is not None
         site, settings, net = self.site, self.settings, self._network
         host: Host = request.host
         base = self.base
         res = self._reservation(request)
-        session = HostSession(host=host.name, mac=res.mac, method=request.method, ipxe_script="")
+        session = HostSession(host=host.name, mac=res.mac, method=request.method, ipxe_script="",
+                              address=self._client_address(res))
         gateway = net.gateway if net.gateway is not None else settings.server_address
         seed = cloudinit.SeedSpec(
             hostname=host.name,
@@ -261,6 +275,7 @@ class EmbeddedBackend(DeployBackend):
                 address=res.address,
                 network=net.cidr,
                 gateway=gateway,
+                key=session.boot_key.reveal(),
             )
             session.seed = cloudinit.seed_files(seed)
             env = {
@@ -294,6 +309,7 @@ class EmbeddedBackend(DeployBackend):
                 kernel_url=a.kernel_url,
                 initrd_url=a.initrd_url,
                 iso_url=a.iso_url,
+                key=session.boot_key.reveal(),
                 extra_args=a.extra_args,
             )
             cb = ai.CallbackSpec(

@@ -19,7 +19,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import (
+    HTTPException,
+    NotFound,
+    RequestEntityTooLarge,
+    RequestURITooLarge,
+)
 from werkzeug.routing import Map, Rule
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.utils import send_file
@@ -28,22 +33,46 @@ from werkzeug.wsgi import ClosingIterator
 
 from provisioner.deploy.embedded import ipxe
 from provisioner.deploy.embedded.gate import StreamGate
-from provisioner.deploy.embedded.sessions import CallbackRefused, HostSession
+from provisioner.deploy.embedded.sessions import KINDS, CallbackRefused, HostSession
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
 
 log = logging.getLogger("provisioner.deploy.http")
-_PHONE_HOME = re.compile(r"^(/phone-home/[^/]+/)[^/?]+")
+_PHONE_HOME = re.compile(r"(/phone-home/[^/]+/)[^/?]+")
+_AUTOINSTALL_KEY = re.compile(r"(/autoinstall/[^/]+/)[^/?]+(?=/)")
 _RELEASE = "provisioner.release_stream"  # environ key: gives back the request's image stream
+# Real requests are short: the longest URL is an image path with ?host=<name>, the largest body
+# a deploy or installer log (the server keeps its last MiB). Beyond these a request is refused
+# before anything of it is kept (414/413).
+MAX_URL = 4096
+MAX_BODY = 8 * 1024 * 1024
+_LOGGED_PATH = 200
 
 
 def redact_path(path: str) -> str:
-    """A request path safe to log: phone-home tokens replaced by ``***``."""
-    return _PHONE_HOME.sub(r"\1***", path.split("?", 1)[0])
+    """A request path safe to log: tokens and keys replaced by ``***``, and cut short."""
+    path = path.split("?", 1)[0]
+    path = _AUTOINSTALL_KEY.sub(r"\1***", _PHONE_HOME.sub(r"\1***", path))
+    return path if len(path) <= _LOGGED_PATH else path[:_LOGGED_PATH] + "..."
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """werkzeug's handler, logging through our logger without tokens."""
+    """werkzeug's handler, logging through our logger without tokens.
+
+    A client gets HEADER_TIMEOUT_S for its request line and headers, so connections opened and
+    left silent (or trickled into) do not pin the server's threads; once the request is read
+    the socket has no timeout again, as werkzeug has it (image streams can stall on a disk).
+    """
+
+    header_timeout_s: float = 30.0
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.header_timeout_s)
+
+    def run_wsgi(self) -> None:
+        self.connection.settimeout(None)
+        super().run_wsgi()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         # busy-stream 503s come every second from each waiting host: the gate logs them
@@ -52,14 +81,17 @@ class _QuietHandler(WSGIRequestHandler):
             level,
             "%s %s %s -> %s",
             self.client_address[0],
-            self.command,
-            redact_path(self.path),
+            # unset when the request line itself was refused (too long, malformed)
+            getattr(self, "command", None) or "-",
+            redact_path(getattr(self, "path", None) or "-"),
             code,
         )
 
     def log(self, type: str, message: str, *args: Any) -> None:
         if type == "error":
-            log.warning("%s: %s", self.client_address[0], message % args if args else message)
+            text = message % args if args else message
+            # http.server quotes the refused request line: keep no token, no megabyte of it
+            log.warning("%s: %s", self.client_address[0], redact_path(text))
 
 
 def _mac_key(value: str) -> str:
@@ -111,7 +143,7 @@ class DeployServer:
                 Rule("/static/<name>", endpoint="static"),
                 Rule("/deploy/<host>/config", endpoint="config"),
                 Rule("/deploy/<host>/seed/<doc>", endpoint="seed"),
-                Rule("/autoinstall/<host>/<doc>", endpoint="autoinstall"),
+                Rule("/autoinstall/<host>/<key>/<doc>", endpoint="autoinstall"),
                 Rule("/callback/<host>/<kind>", endpoint="callback", methods=["POST"]),
                 Rule("/phone-home/<host>/<token>", endpoint="phone_home", methods=["POST"]),
             ]
@@ -150,6 +182,7 @@ class DeployServer:
         request = Request(environ)
         adapter = self._map.bind_to_environ(environ)
         try:
+            self._admit_request(request)
             endpoint, args = adapter.match()
             response = getattr(self, f"_on_{endpoint}")(request, **args)
         except CallbackRefused as exc:
@@ -178,6 +211,34 @@ class DeployServer:
         return ClosingIterator(body, [release])
 
     @staticmethod
+    def _admit_request(request: Request) -> None:
+        """Refuse an oversized URL (414) or body (413) before anything else looks at it."""
+        path = request.environ.get("PATH_INFO", "")
+        query = request.environ.get("QUERY_STRING", "")
+        if len(path) + len(query) > MAX_URL:
+            raise RequestURITooLarge(f"URLs here are at most {MAX_URL} characters")
+        if (request.content_length or 0) > MAX_BODY:
+            raise RequestEntityTooLarge(f"request bodies here are at most {MAX_BODY} bytes")
+
+    @staticmethod
+    def _read_body(request: Request) -> bytes:
+        """The request body, refused (413) past MAX_BODY, also when sent without a length."""
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := request.stream.read(64 * 1024):
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise RequestEntityTooLarge(f"request bodies here are at most {MAX_BODY} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _host_session(self, request: Request, host: str) -> HostSession:
+        """The session of ``host``, if this request comes from the host's reserved address."""
+        s = self.session(host)
+        s.check_client(request.remote_addr)
+        return s
+
+    @staticmethod
     def _text(body: str, mimetype: str = "text/plain") -> Response:
         return Response(body, mimetype=mimetype, headers={"Cache-Control": "no-store"})
 
@@ -190,7 +251,8 @@ class DeployServer:
         if s is None:
             raise NotFound("no deploy for this MAC")
         if s.installed:
-            return self._text(ipxe.local_boot_script(s.host))
+            return self._text(ipxe.local_boot_script(s.host))  # holds no secret
+        s.check_client(request.remote_addr)
         return self._text(s.ipxe_script)
 
     def _on_file(self, request: Request, name: str) -> Response:
@@ -260,7 +322,7 @@ class DeployServer:
         return Response(self.static[name], mimetype="text/plain")
 
     def _on_config(self, request: Request, host: str) -> Response:
-        return self._text(self.session(host).take_config())
+        return self._text(self._host_session(request, host).take_config(self._bearer(request)))
 
     @staticmethod
     def _bearer(request: Request) -> str | None:
@@ -268,29 +330,33 @@ class DeployServer:
         return auth[7:].strip() if auth.startswith("Bearer ") else None
 
     def _on_seed(self, request: Request, host: str, doc: str) -> Response:
-        s = self.session(host)
+        s = self._host_session(request, host)
         s.check_token(self._bearer(request))
         if doc not in s.seed:
             raise NotFound()
         return self._text(s.seed[doc])
 
-    def _on_autoinstall(self, request: Request, host: str, doc: str) -> Response:
-        s = self.session(host)
+    def _on_autoinstall(self, request: Request, host: str, key: str, doc: str) -> Response:
+        s = self._host_session(request, host)
+        text = s.autoinstall_doc(key, doc)
         if doc == "vendor-data":
-            return self._text("")
-        if doc not in s.autoinstall:
+            return self._text(text or "")
+        if text is None:
             raise NotFound()
-        return self._text(s.autoinstall[doc])
+        return self._text(text)
 
     def _on_callback(self, request: Request, host: str, kind: str) -> Response:
-        s = self.session(host)
-        body = request.get_data(cache=False, as_text=True)
+        s = self._host_session(request, host)
+        if kind not in KINDS:
+            raise CallbackRefused(404, f"unknown callback {kind!r}")
+        s.check_token(self._bearer(request))  # before a byte of the body is read
+        body = self._read_body(request).decode("utf-8", errors="replace")
         s.report(kind, self._bearer(request), body)
         log.info("host %s reported %s", host, kind)
         return self._text("ok\n")
 
     def _on_phone_home(self, request: Request, host: str, token: str) -> Response:
-        self.session(host).phone_home(token)
+        self._host_session(request, host).phone_home(token)
         log.info("host %s booted its new OS (cloud-init phone-home)", host)
         return self._text("ok\n")
 

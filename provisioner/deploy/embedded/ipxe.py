@@ -34,14 +34,20 @@ def image_script(
     address: IPAddress,
     network: IPNetwork,
     gateway: IPAddress | str | None,
+    key: str,
 ) -> str:
-    """Boot the deploy ramdisk with the parameters its init reads from the command line."""
+    """Boot the deploy ramdisk with the parameters its init reads from the command line.
+
+    ``key`` opens the host's one-time configuration: only this script, served only to the
+    host's reserved address, carries it.
+    """
     args = [
         f"initrd=initrd.img {CONSOLE}",
         f"deploy_host={_check_arg('host name', host)}",
         f"deploy_mac={_check_arg('MAC', mac.lower())}",
         f"deploy_ip={address}/{network.prefixlen}",
         f"deploy_server={_check_arg('server URL', base_url)}",
+        f"deploy_key={_check_arg('boot key', key)}",
     ]
     if gateway is not None:
         args.append(f"deploy_gw={gateway}")
@@ -61,10 +67,15 @@ def autoinstall_script(
     kernel_url: str,
     initrd_url: str,
     iso_url: str,
+    key: str,
     extra_args: str = "",
 ) -> str:
-    """Boot Ubuntu's netboot kernel with the host's NoCloud autoinstall data source."""
-    seed = f"{base_url}/autoinstall/{_check_arg('host name', host)}/"
+    """Boot Ubuntu's netboot kernel with the host's NoCloud autoinstall data source.
+
+    The data source URL holds ``key``: the installer data (with the callback token) is served
+    only for it, only to the host's reserved address, and only until the installer reports.
+    """
+    seed = f"{base_url}/autoinstall/{_check_arg('host name', host)}/{_check_arg('key', key)}/"
     args = (
         f"initrd=initrd {CONSOLE} root=/dev/ram0 ramdisk_size=1500000 ip=dhcp "
         f"url={_check_arg('iso_url', iso_url)} autoinstall ds=nocloud-net;s={seed}"

@@ -4,11 +4,17 @@ Each deploy attempt gets fresh random tokens. The callback token authenticates t
 installer's) reports; it is accepted once per report kind and revoked by the final report
 (finished or failed), so a replayed or forged report is refused. Tokens never appear in logs,
 reprs or exceptions.
+
+Anything on the provisioning network can send requests (docs/deploy-embedded.md, threat model),
+so a host's secrets reach only that host: every per-host request must come from the address
+dnsmasq reserves for the host's MAC, and the first secret (the one-time configuration, or the
+autoinstall data) also needs the boot key that only the iPXE script served to that address holds.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 import threading
 import time
@@ -55,6 +61,9 @@ class HostSession:
     autoinstall: dict[str, str] = field(default_factory=dict)  # NoCloud docs for the installer
     token: Secret = field(default_factory=lambda: Secret(secrets.token_urlsafe(32)))
     boot_token: Secret = field(default_factory=lambda: Secret(secrets.token_urlsafe(32)))
+    # In the iPXE script only: opens the one-time configuration / the autoinstall data.
+    boot_key: Secret = field(default_factory=lambda: Secret(secrets.token_urlsafe(32)))
+    address: str | None = None  # the host's DHCP reservation; None: any client (loopback only)
     config_served: bool = False
     revoked: bool = False
     reports: dict[str, Report] = field(default_factory=dict)
@@ -68,13 +77,38 @@ class HostSession:
         """The image is written (or the installer finished): iPXE must now boot the disk."""
         return FINISHED in self.reports
 
-    def take_config(self) -> str:
-        """The one-time configuration; a second request is refused (410)."""
+    def check_client(self, remote: str | None) -> None:
+        """Refuse (403) a request for this host's data from any address but its reservation."""
+        if self.address is None:
+            return
+        if _plain_ip(remote) != _plain_ip(self.address):
+            raise CallbackRefused(
+                403, f"{self.host}'s deploy data is served only to its reserved address "
+                f"{self.address}, not to {remote}")
+
+    def check_boot_key(self, presented: str | None) -> None:
+        """Authenticate a request carrying the key of this host's iPXE script (403)."""
+        if not presented or not hmac.compare_digest(
+            presented.encode(), self.boot_key.reveal().encode()
+        ):
+            raise CallbackRefused(403, "bad or missing boot key")
+
+    def take_config(self, presented_key: str | None) -> str:
+        """The one-time configuration, for the boot key; a second request is refused (410)."""
+        self.check_boot_key(presented_key)
         with self.changed:
             if self.config_served:
                 raise CallbackRefused(410, "configuration already handed out for this attempt")
             self.config_served = True
             return self.config_env
+
+    def autoinstall_doc(self, presented_key: str | None, doc: str) -> str | None:
+        """A NoCloud document for the installer, for the boot key, until it reports (410)."""
+        self.check_boot_key(presented_key)
+        with self.changed:
+            if self.reports:
+                raise CallbackRefused(410, "the installer already started; data withdrawn")
+            return self.autoinstall.get(doc)
 
     def check_token(self, presented: str | None) -> None:
         """Authenticate a request carrying the callback token (constant-time compare)."""
@@ -120,3 +154,14 @@ class HostSession:
                 if left <= 0:
                     return None
                 self.changed.wait(min(left, 1.0))
+
+
+def _plain_ip(value: str | None) -> str:
+    """An address in one spelling (IPv4-mapped IPv6 as IPv4) for comparison."""
+    try:
+        ip = ipaddress.ip_address((value or "").split("%", 1)[0])
+    except ValueError:
+        return value or ""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)

@@ -162,7 +162,11 @@ class RamdiskBMC:
         self.threads: list[threading.Thread] = []
 
     def _ramdisk(self) -> None:
-        env_text = requests.get(f"{self.base}/deploy/{self.host}/config", timeout=5).text
+        # as the real host: the key to the one-time configuration is in its iPXE script
+        script = requests.get(f"{self.base}/ipxe/{MAC.replace(':', '-')}", timeout=5).text
+        key = script.split("deploy_key=", 1)[1].split()[0]
+        env_text = requests.get(f"{self.base}/deploy/{self.host}/config", timeout=5,
+                                headers={"Authorization": f"Bearer {key}"}).text
         env = {k: shlex.split(v)[0] if v else "" for k, _, v in (ln.partition("=") for ln in env_text.splitlines())}
         self.seen = env
         hdr = {"Authorization": f"Bearer {env['DEPLOY_TOKEN']}"}

@@ -105,7 +105,8 @@ def test_ungated_paths_are_served_while_streams_are_busy(server: DeployServer) -
     assert gate(server).try_admit("host holder").admitted
     assert requests.get(url(server, "/files/ramdisk/initrd.img"), timeout=5).status_code == 200
     assert requests.get(url(server, "/ipxe/52-54-00-18-00-01"), timeout=5).status_code == 200
-    assert requests.get(url(server, "/deploy/h1/config"), timeout=5).status_code == 200
+    key = {"Authorization": f"Bearer {s.boot_key.reveal()}"}
+    assert requests.get(url(server, "/deploy/h1/config"), headers=key, timeout=5).status_code == 200
     assert requests.head(url(server, f"/files/{IMAGE}"), timeout=5).status_code == 200
     assert gate(server).active == 1 and gate(server).waiting() == []
 

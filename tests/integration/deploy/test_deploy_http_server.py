@@ -66,10 +66,12 @@ def test_installed_host_is_sent_to_its_disk(server: DeployServer) -> None:
 
 
 def test_config_is_handed_out_once(server: DeployServer) -> None:
-    server.register(session())
-    first = requests.get(url(server, "/deploy/lab-host01/config"), timeout=5)
+    s = session()
+    server.register(s)
+    key = {"Authorization": f"Bearer {s.boot_key.reveal()}"}
+    first = requests.get(url(server, "/deploy/lab-host01/config"), headers=key, timeout=5)
     assert first.status_code == 200 and "DEPLOY_TOKEN" in first.text
-    again = requests.get(url(server, "/deploy/lab-host01/config"), timeout=5)
+    again = requests.get(url(server, "/deploy/lab-host01/config"), headers=key, timeout=5)
     assert again.status_code == 410
     assert requests.get(url(server, "/deploy/other/config"), timeout=5).status_code == 404
 

@@ -121,6 +121,7 @@ def test_ipxe_scripts() -> None:
             address=IPAddress("198.18.0.100"),
             network=NET,
             gateway=IPAddress("198.18.0.1"),
+            key="KEY-lab-host01",
         ),
     )
     golden(
@@ -131,6 +132,7 @@ def test_ipxe_scripts() -> None:
             kernel_url="http://10.10.0.3/ubuntu/noble/vmlinuz",
             initrd_url="http://10.10.0.3/ubuntu/noble/initrd",
             iso_url="http://10.10.0.3/ubuntu/noble/ubuntu-24.04.1-live-server-amd64.iso",
+            key="KEY-gpu-r01-u03",
         ),
     )
     golden("local-boot.ipxe", ipxe.local_boot_script("lab-host01"))
@@ -139,7 +141,8 @@ def test_ipxe_scripts() -> None:
 def test_ipxe_refuses_values_that_break_the_command_line() -> None:
     with pytest.raises(InputError, match="kernel command line"):
         ipxe.autoinstall_script(
-            base_url=BASE, host="h", kernel_url="k", initrd_url="i", iso_url="http://x/a b.iso"
+            base_url=BASE, host="h", kernel_url="k", initrd_url="i", iso_url="http://x/a b.iso",
+            key="k",
         )
 
 
