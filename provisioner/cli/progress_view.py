@@ -265,6 +265,10 @@ class LiveView:
             done = "cached" in event.message
             update["total"], update["completed"] = (1, 1) if done else (None, 0)
         self._progress.update(self._stage, **update)  # type: ignore[arg-type]
+        if self._progress.live.is_started:
+            # Drawn now, not at the next 4 Hz tick: a step that ends within a quarter second
+            # would otherwise never be on the screen.
+            self._progress.refresh()
 
     def _prepared(self) -> None:
         """The hosts have started: whatever the preparation row shows is over."""

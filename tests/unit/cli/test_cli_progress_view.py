@@ -108,3 +108,15 @@ def test_the_preparation_row_shows_steps_a_pulse_or_a_cache_hit() -> None:
     assert "%" not in pulsing  # unknown length: a pulse, no made-up percentage
     assert "20%" in stepped and "100%" in cached
     assert "play: Base" in _frame(view).splitlines()[0] and "play: Base" not in cached
+
+
+def test_every_image_stage_is_drawn_however_soon_the_next_comes() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=120, force_terminal=True, color_system=None)
+    with LiveView(["lab-host01"], console) as view, events.sinks(view):
+        for step, text in enumerate(("building the lab OS image", "debootstrap bookworm",
+                                     "installing the kernel")):
+            events.emit(Event("stage", text, data={"image": "lab", "step": step, "steps": 3}))
+    out = buf.getvalue()
+    assert all(text in out for text in ("building the lab OS image", "debootstrap bookworm",
+                                        "installing the kernel")), out
