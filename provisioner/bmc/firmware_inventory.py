@@ -9,9 +9,14 @@ from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.redfish.errors import BMCUnsupported
 
-# What BMCs print as the version of a component that is not installed (Supermicro's backup
-# images, empty slots).
-ABSENT = {"", "not present", "n/a", "na", "none", "unknown"}
+# What BMCs print as the version of a component that is not installed: Supermicro's backup
+# images ("Not Present"), XCC's empty pending slot ("-*"), empty slots.
+ABSENT = {"not present", "n/a", "na", "none", "unknown"}
+
+
+def _absent(version: str) -> bool:
+    text = version.strip().lower()
+    return text in ABSENT or not any(ch.isalnum() for ch in text)
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,7 @@ def parse_component(item: dict[str, Any]) -> FirmwareComponent | None:
     runs (Dell lists the image it would roll back to as ``Previous-...``)."""
     version = item.get("Version")
     ident = str(item.get("Id") or "")
-    if not isinstance(version, str) or version.strip().lower() in ABSENT \
-            or ident.startswith("Previous"):
+    if not isinstance(version, str) or _absent(version) or ident.startswith("Previous"):
         return None
     updateable = item.get("Updateable")
     return FirmwareComponent(

@@ -26,6 +26,9 @@ MOCKUPS = {
     "dell": "dell-idrac9-poweredge-r750-ib-libredfish",
     "smc": "supermicro-sys-821ge-tnhr-hgx-h100-libredfish",
     "hpe": "hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish",
+    "dgx": "nvidia-dgx-h100-libredfish",
+    "xcc": "lenovo-xcc-sr670v2-libredfish",
+    "gb200": "nvidia-gb200-nvl-tray-libredfish",
 }
 
 PROFILES = """
@@ -59,6 +62,31 @@ profiles:
         version: "24.41.1000"
         image: {url: "http://198.18.254.1:8080/fw/bf2.bfb", sha256: "%s"}
       - {component: "GPU*", version: "96.00.99.00.01"}
+  dgx:
+    provisioning_nic: {rule: first-onboard-up}
+    bios:
+      BootOption1: Network                    # as recorded
+      AcpiSpcrConsoleRedirectionEnable: true  # a JSON boolean, as recorded
+      AcpiSpcrBaudRate: "57600"               # drift: recorded 115200
+    firmware:
+      - {component: "HGX_FW_GPU_SXM_*", version: "96.00.89.00.01"}
+      - {component: "HostBIOS_0", version: "01.02.*"}     # drift: recorded 01.01.03
+  xcc:
+    provisioning_nic: {rule: first-onboard-up}
+    bios:
+      Memory_ColdBootFast: Enabled            # as recorded; Bios/Pending holds every value
+      BootModes_InfiniteBootRetri: Enabled    # misspelt
+    firmware:
+      - {component: "GPU*", version: "95.02.39.00.01"}
+      - {component: "BMC-*", version: "42S-2.83"}   # the empty pending slot (-*) is no image
+  gb200:
+    provisioning_nic: {rule: first-onboard-up}
+    bios:
+      ActiveCores: 144                        # an integer, as recorded
+      EGM: true                               # drift: recorded false
+    firmware:
+      - {component: "CX7_*", version: "28.43.*"}    # drift: recorded 28.42.1234
+      - {component: "FW_BMC_0", version: "GB200Nvl-24.12-8"}
 """ % ("ab" * 32)
 
 
@@ -106,7 +134,7 @@ def test_bios_check_judges_each_attribute_against_the_recordings(env: Path, tmp_
                                       "--junit", str(junit), "--textfile", str(prom)])
     assert result.exit_code == 3, result.stdout + result.stderr
     report = json.loads(result.stdout)
-    assert {r["host"] for r in report} == {"dell", "smc"}  # hpe has no BIOS baseline
+    assert {r["host"] for r in report} == {"dell", "smc", "dgx", "xcc", "gb200"}  # hpe: none
     items = _items(report)
     dell = items["dell"]
     assert dell["ProcVirtualization"]["status"] == "ok"
@@ -119,6 +147,18 @@ def test_bios_check_judges_each_attribute_against_the_recordings(env: Path, tmp_
     assert smc["Above4GDecoding"]["status"] == "unknown"
     assert "'Above4GDecoding_0041'" in smc["Above4GDecoding"]["hint"]
     assert smc["PCIeACSCTL_1E3C"]["status"] in ("ok", "drift")
+    dgx = items["dgx"]
+    assert [dgx[n]["status"] for n in ("BootOption1", "AcpiSpcrConsoleRedirectionEnable",
+                                       "AcpiSpcrBaudRate")] == ["ok", "ok", "drift"]
+    xcc = items["xcc"]
+    assert xcc["Memory_ColdBootFast"]["status"] == "ok"  # not "pending": Pending == current
+    assert xcc["BootModes_InfiniteBootRetri"]["status"] == "unknown"
+    assert "'BootModes_InfiniteBootRetry'" in xcc["BootModes_InfiniteBootRetri"]["hint"]
+    gb = items["gb200"]
+    assert (gb["ActiveCores"]["status"], gb["EGM"]["status"], gb["EGM"]["have"]) == (
+        "ok", "drift", "false")
+    warnings = {r["host"]: r["warnings"] for r in report}
+    assert any("registry" in w for w in warnings["dgx"])  # trimmed recording: named, not silent
     suites = {s.get("name"): s for s in ET.parse(junit).getroot()}
     assert suites["dell"].get("failures") == "3"
     text = prom.read_text()
@@ -147,6 +187,16 @@ def test_firmware_check_matches_components_by_id_or_name(env: Path):
     assert (bf["status"], bf["have"]) == ("drift", "24.40.1000")
     assert "provision firmware update" in bf["hint"]
     assert hpe["GPU*"]["status"] == "missing"
+    dgx = items["dgx"]
+    assert [i["status"] for n, i in dgx.items() if "HGX_FW_GPU_SXM_" in n] == ["ok"] * 8
+    assert (dgx["HostBIOS_0"]["status"], dgx["HostBIOS_0"]["have"]) == ("drift", "01.01.03")
+    xcc = items["xcc"]
+    assert not any("Pending" in n for n in xcc)
+    assert all(i["status"] == "ok" for n, i in xcc.items())
+    gb = items["gb200"]
+    cx7 = [i for n, i in gb.items() if "[CX7_" in n]
+    assert cx7 and {(i["status"], i["have"]) for i in cx7} == {("drift", "28.42.1234")}
+    assert all(i["status"] == "ok" for n, i in gb.items() if "FW_BMC_0" in n)
 
 
 def test_table_names_drift_per_host_within_80_columns(env: Path):

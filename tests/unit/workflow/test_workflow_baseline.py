@@ -84,6 +84,7 @@ def test_firmware_globs_allowed_versions_and_required():
 
 def test_components_not_installed_are_ignored():
     assert parse_component({"Id": "Backup_BIOS", "Version": "Not Present"}) is None
+    assert parse_component({"Id": "BMC-Primary-Pending", "Version": "-*"}) is None  # XCC
     assert parse_component({"Id": "Previous-159-1.2.4__BIOS.Setup.1-1", "Version": "1.2.4"}) is None
     assert parse_component({"Id": "X", "Version": 7}) is None
     c = parse_component({"Id": "BMC", "Version": " 1.0 ", "Updateable": True,
