@@ -9,11 +9,18 @@ from cabling.model import Device, Endpoint, Link, Manifest
 from cabling.resolve import ResolvedFabric, resolve
 
 
-def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None) -> Manifest:
-    """A manifest with every discovered device (with GUIDs) and link (with trained speed/width)."""
-    res = resolve(fab, None, name_map)
+def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
+             res: ResolvedFabric | None = None) -> Manifest:
+    """A manifest with every discovered device (with GUIDs) and link (with trained speed/width).
+
+    Links of an ambiguous identity (a GUID two devices share) are left out, and so is that GUID.
+    """
+    res = res or resolve(fab, None, name_map)
+    unsure = {g for amb in res.ambiguous for g in amb.guids}
     devices: dict[str, Device] = {}
     for guid, nn in res.names.items():
+        if guid in unsure:
+            continue
         node = fab.nodes[guid]
         key = nn.device.casefold()
         dev = devices.get(key)
@@ -50,4 +57,9 @@ def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
         ],
         "down_ports": [{"port": str(ep), "state": st} for ep, st in res.down.values()],
         "director_internal_links": res.internal_links,
+        "ambiguous": [
+            {"kind": amb.kind, "identity": amb.identity, "guids": amb.guids, "descriptions": amb.descriptions,
+             "links": [f"{rl.a} <-> {rl.b}" for rl in amb.links]}
+            for amb in res.ambiguous
+        ],
     }

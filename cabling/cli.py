@@ -257,11 +257,16 @@ def import_cmd(
     """Turn a discovered fabric into a manifest (the as-built), to adopt an existing fabric."""
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
+    res = resolve(fab, None, names)
     if as_json:
-        _write(json.dumps(fabric_json(fab, resolve(fab, None, names)), indent=2) + "\n", output)
+        _write(json.dumps(fabric_json(fab, res), indent=2) + "\n", output)
         return
-    m = as_built(fab, names)
+    m = as_built(fab, names, res)
     _write(export_csv(m) if output and output.suffix.lower() == ".csv" else dump_manifest(m), output)
+    for amb in res.ambiguous:
+        what = "GUID 0x" + amb.identity if amb.kind == "duplicate_guid" else amb.identity
+        err.print(f"[yellow]left out[/] {len(amb.links)} link(s) of {what}: {amb.kind.replace('_', ' ')} "
+                  f"({'; '.join(amb.descriptions)}); fix it and import again", markup=True)
     err.print(f"as-built: {len(m.devices)} devices, {len(m.links)} links")
 
 

@@ -38,6 +38,7 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     line inside a node block is an error naming its line."""
     fab = DiscoveredFabric(source=source)
     seen: dict[frozenset[tuple[str, int | str]], int] = {}
+    headers: dict[str, int] = {}  # GUID -> line of its node block: a second block is a duplicate GUID
     current: DNode | None = None
     sysimg: str | None = None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -65,6 +66,12 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
         if m:
             guid = m.group(4).lower().rjust(16, "0")
             current = fab.nodes.get(guid) or DNode(guid=guid, kind=_KINDS[m.group(1).lower()], desc=m.group(5))
+            if guid in headers:
+                # Two devices answer with one GUID (a mis-flashed HCA): keep both descriptions so the
+                # finding can name them; the links of both blocks stay, on the one shared node.
+                fab.note_duplicate(guid, current.desc, headers[guid])
+                fab.note_duplicate(guid, m.group(5), lineno)
+            headers[guid] = lineno
             current.nports = int(m.group(2))
             current.desc = m.group(5)
             current.lid = int(m.group(6)) if m.group(6) else None

@@ -49,6 +49,16 @@ class DiscoveredFabric:
     down_ports: dict[tuple[str, int | str], str] = field(default_factory=dict)
     source: str = ""
     skipped_lines: list[int] = field(default_factory=list)
+    # GUIDs that more than one node block reported: GUID -> "description (line N)" of each.
+    duplicate_guids: dict[str, list[str]] = field(default_factory=dict)
+
+    def note_duplicate(self, guid: str, desc: str, line: int | None) -> None:
+        """Record one of the nodes that share ``guid`` (a mis-flashed or cloned HCA or switch)."""
+        seen = self.duplicate_guids.setdefault(guid, [])
+        where = f"{self.source}:{line}" if line else self.source
+        text = f"{desc!r} ({where})"
+        if text not in seen:
+            seen.append(text)
 
     def merge(self, other: DiscoveredFabric) -> None:
         """Add another source's view; a later link replaces an earlier one on the same ports."""
@@ -72,6 +82,8 @@ class DiscoveredFabric:
             else:
                 self.links[i] = lk
         self.down_ports.update(other.down_ports)
+        for guid, descs in other.duplicate_guids.items():
+            self.duplicate_guids.setdefault(guid, []).extend(d for d in descs if d not in self.duplicate_guids[guid])
         self.source = f"{self.source}+{other.source}" if self.source else other.source
 
 
