@@ -16,7 +16,7 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
     Links of an ambiguous identity (a GUID two devices share) are left out, and so is that GUID.
     """
     res = res or resolve(fab, None, name_map)
-    unsure = {g for amb in res.ambiguous for g in amb.guids}
+    unsure = {g for amb in res.ambiguous for g in amb.guids} | set(res.aggregation_nodes)
     devices: dict[str, Device] = {}
     for guid, nn in res.names.items():
         if guid in unsure:
@@ -43,10 +43,11 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
 
 def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
     """The parsed nodes and links, as ``provision cabling import --json`` prints them."""
+    sharp = set(res.aggregation_nodes)
     return {
         "source": fab.source,
         "nodes": [
-            {"guid": n.guid, "kind": n.kind, "description": n.desc, "ports": n.nports, "lid": n.lid,
+            {"guid": n.guid, "kind": "aggregation_node" if n.guid in sharp else n.kind, "description": n.desc, "ports": n.nports, "lid": n.lid,
              "name": res.names[n.guid].device, "named_by": res.names[n.guid].named_by}
             for n in fab.nodes.values()
         ],
@@ -57,6 +58,7 @@ def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
         ],
         "down_ports": [{"port": str(ep), "state": st} for ep, st in res.down.values()],
         "director_internal_links": res.internal_links,
+        "sharp_aggregation_links": res.aggregation_links,
         "ambiguous": [
             {"kind": amb.kind, "identity": amb.identity, "guids": amb.guids, "descriptions": amb.descriptions,
              "links": [f"{rl.a} <-> {rl.b}" for rl in amb.links]}

@@ -163,6 +163,7 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
         "planned_links": len(manifest.links),
         "discovered_links": len(found.links),
         "director_internal_links": found.internal_links,
+        "sharp_aggregation_links": found.aggregation_links,
         "matched_links": len(matched_found),
     }
     if unchecked:

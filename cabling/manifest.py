@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
+from cabling.formats import MANIFEST_FORMATS
 from cabling.model import Manifest
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -49,7 +50,8 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     if not isinstance(data, dict):
         raise CablingInputError(
             "a manifest is a mapping with 'devices' and 'links'", file=source, line=1,
-            hint="see docs/cabling.md for the format, or run 'provision cabling plan' for an example",
+            hint="supported: " + "; ".join(MANIFEST_FORMATS) + " (docs/cabling.md; 'provision cabling plan' "
+            "writes an example)",
         )
     try:
         manifest = Manifest.model_validate(data)

@@ -6,13 +6,12 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from cabling.discovery.model import ACTIVE, DiscoveredFabric, DNode
+from cabling.discovery.model import ACTIVE, DiscoveredFabric, DNode, is_aggregation_node
 from cabling.model import Manifest, PortRef
 from cabling.ports import director_port
 
 # Vendor default node descriptions carry no host name: the node needs a GUID map.
 _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IGNORECASE)
-_AGGREGATION = "Aggregation Node"
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 
@@ -71,7 +70,8 @@ class ResolvedFabric:
     links: list[RLink] = field(default_factory=list)
     down: dict[tuple[str, str], tuple[PortRef, str]] = field(default_factory=dict)
     names: dict[str, NodeName] = field(default_factory=dict)
-    internal_links: int = 0
+    internal_links: int = 0  # blade to blade inside a director chassis
+    aggregation_links: int = 0  # switch to its own SHARP aggregation node
     source: str = ""
     ambiguous: list[Ambiguity] = field(default_factory=list)
     # Nodes that are not end points of cables a person pulls (SHARP aggregation nodes).
@@ -194,11 +194,13 @@ def resolve(
     """Name every discovered link end; drops links inside a director chassis (blade to blade)."""
     names = name_nodes(fab, manifest, name_map)
     out = ResolvedFabric(names=names, source=fab.source)
+    sharp = {g for g, n in fab.nodes.items() if is_aggregation_node(n)}
+    out.aggregation_nodes = sorted(sharp)
     for lk in fab.links:
         na, nb = names[lk.a_guid], names[lk.b_guid]
-        if _AGGREGATION in fab.nodes[lk.a_guid].desc or _AGGREGATION in fab.nodes[lk.b_guid].desc:
-            # SHARP aggregation nodes live inside Quantum switches: their "links" are not cables.
-            out.internal_links += 1
+        if sharp and (lk.a_guid in sharp or lk.b_guid in sharp):
+            # A SHARP aggregation node lives inside its Quantum switch: its "link" is not a cable.
+            out.aggregation_links += 1
             continue
         if (na.port_prefix or nb.port_prefix) and na.device == nb.device and na.kind == nb.kind == "switch":
             out.internal_links += 1

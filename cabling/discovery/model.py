@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +23,16 @@ class DNode:
     port_guids: dict[int, str] = field(default_factory=dict)
     # A name given by the source itself (LLDP chassis name, UFM system name, a file name).
     name: str | None = None
+
+
+# SHARP Aggregation Nodes are a virtual CA inside each Quantum switch ("Mellanox Technologies
+# Aggregation Node"; UFM and newer firmware may say "NVIDIA" or "SHARP"): no host, no cable.
+_AGGREGATION = re.compile(r"\baggregation node\b|\bSHARP\b.*\b(?:AN|aggregation)\b", re.IGNORECASE)
+
+
+def is_aggregation_node(node: DNode) -> bool:
+    """Whether ``node`` is a SHARP Aggregation Node (a function of a switch ASIC, not a host)."""
+    return node.kind != "switch" and bool(_AGGREGATION.search(node.desc))
 
 
 @dataclass(slots=True)
