@@ -2,45 +2,28 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Callable
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
-from cabling.asbuilt import as_built, fabric_json
-from cabling.csvio import export_csv
-from cabling.diff import VALIDATE_KINDS, manifest_as_found
-from cabling.diff import validate as run_validate
-from cabling.discovery.nodemap import format_node_name_map
 from cabling.errors import CablingError, CablingInputError, ExitCode
-from cabling.findings import Report
-from cabling.manifest import dump_manifest, schema_text
-from cabling.model import Manifest
-from cabling.naming import infer_switch_names
-from cabling.ndt import export_ndt
-from cabling.plan import PlanSpec, plan_fat_tree
-from cabling.report.json import render_json
-from cabling.report.junit import render_junit
-from cabling.report.svg import render_html, render_svg
-from cabling.report.text import render_text, summary
-from cabling.report.worklist import render_worklist
-from cabling.resolve import resolve
-from cabling.rules import RULES, lint
-from cabling.simulate import (
-    build_clean,
-    inject_faults,
-    render_iblinkinfo_down,
-    render_ibnetdiscover,
-)
-from cabling.slurm import slurm_topology
-from cabling.sources import DiscoveryOptions, open_manifest
+from cabling.findings import VALIDATE_KINDS
 
+if TYPE_CHECKING:
+    from cabling.findings import Report
+    from cabling.model import Manifest
+    from cabling.sources import DiscoveryOptions
+
+# Each command imports what it uses: 'validate' on a 12,000-link fabric must not pay for the
+# planner, the simulator and every renderer at start-up (the CLI's wall time is measured).
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -70,11 +53,18 @@ class Format(StrEnum):
 def _errors(func: Callable[P, R]) -> Callable[P, R]:
     @wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        # A command builds 10^5 objects without reference cycles and exits: the cyclic collector
+        # would re-scan them again and again (2-3x the load and validate time), so it rests meanwhile.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             return func(*args, **kwargs)
         except CablingError as exc:
             err.print(f"[bold red]error:[/] {exc}", markup=True)
             raise typer.Exit(int(exc.exit_code)) from None
+        finally:
+            if collecting:
+                gc.enable()
 
     return wrapper
 
@@ -90,11 +80,19 @@ def _write(text: str, output: Path | None) -> None:
 
 def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], limit: int | None,
           manifest: Manifest | None = None) -> None:
+    from cabling.report.text import render_text, summary
+
     if fmt is Format.worklist and manifest is not None:
+        from cabling.report.worklist import render_worklist
+
         _write(render_worklist(report, manifest), output)
     elif fmt is Format.json:
+        from cabling.report.json import render_json
+
         _write(render_json(report), output)
     elif fmt is Format.junit:
+        from cabling.report.junit import render_junit
+
         _write(render_junit(report, cases), output)
     elif output is None:
         render_text(report, out, limit or None)
@@ -109,6 +107,8 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
 def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> None:
     if path is None:
         return
+    from cabling.report.svg import render_html, render_svg
+
     text = render_html(manifest, report) if path.suffix.lower() in (".html", ".htm") else render_svg(manifest, report)
     path.write_text(text, encoding="utf-8")
     err.print(f"wrote {path}")
@@ -141,6 +141,10 @@ def plan(
     output: Path | None = OutputOpt,
 ) -> None:
     """Generate the manifest of a rail-optimised fat tree (YAML; CSV or JSON by -o's extension)."""
+    from cabling.csvio import export_csv
+    from cabling.manifest import dump_manifest
+    from cabling.plan import PlanSpec, plan_fat_tree
+
     manifest = plan_fat_tree(PlanSpec(hosts=hosts, hcas=hcas, radix=radix, blocking=blocking, tiers=tiers,
                                       speed=speed.upper(), switch_model=model, host_prefix=host_prefix, name=name))
     suffix = output.suffix.lower() if output else ""
@@ -170,6 +174,9 @@ def lint_cmd(
     limit: int = LimitOpt,
 ) -> None:
     """Check a manifest before anyone pulls a cable (exit 3 on errors; on warnings with --strict)."""
+    from cabling.rules import lint
+    from cabling.sources import open_manifest
+
     m = open_manifest(manifest)
     report = lint(m, set(skip))
     _emit(report, fmt, output, report.checks, limit, m)
@@ -180,6 +187,8 @@ def lint_cmd(
 @cabling_app.command()
 def rules() -> None:
     """List the lint rules: id, severity, name, what each checks."""
+    from cabling.rules import RULES
+
     for r in RULES:
         out.print(f"{r.id}  {r.severity:<7}  {r.name:<17}  {r.description}")
 
@@ -187,6 +196,8 @@ def rules() -> None:
 def _discovery(ibnetdiscover: Path | None, iblinkinfo: list[Path], ufm: str | None, ufm_dir: Path | None,
                ufm_user: str | None, ufm_insecure: bool, lldp: Path | None, node_name_map: list[Path],
                ibstat: Path | None) -> DiscoveryOptions:
+    from cabling.sources import DiscoveryOptions
+
     return DiscoveryOptions(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat)
 
@@ -223,6 +234,10 @@ def validate_cmd(
     limit: int = LimitOpt,
 ) -> None:
     """Compare the built fabric with the plan: what to move, swap, connect, unplug or replace."""
+    from cabling.diff import validate as run_validate
+    from cabling.resolve import resolve
+    from cabling.sources import open_manifest
+
     unknown = set(warn_only) - set(VALIDATE_KINDS)
     if unknown:
         raise CablingInputError(f"unknown finding kind(s) {', '.join(sorted(unknown))} for --warn-only",
@@ -255,6 +270,11 @@ def import_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the parsed nodes and links as JSON instead"),
 ) -> None:
     """Turn a discovered fabric into a manifest (the as-built), to adopt an existing fabric."""
+    from cabling.asbuilt import as_built, fabric_json
+    from cabling.csvio import export_csv
+    from cabling.manifest import dump_manifest
+    from cabling.resolve import resolve
+
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
     res = resolve(fab, None, names)
@@ -285,6 +305,10 @@ def name_switches(
     output: Path | None = typer.Option(None, "--output", "-o", help="write the node-name-map here"),
 ) -> None:
     """Infer each switch's planned name from its neighbours; write a node-name-map (exit 3 if any is unmatched)."""
+    from cabling.discovery.nodemap import format_node_name_map
+    from cabling.naming import infer_switch_names
+    from cabling.sources import open_manifest
+
     m = open_manifest(manifest)
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, None, node_name_map,
                             ibstat).load()
@@ -312,6 +336,11 @@ def convert(
                                        help=".yaml/.yml, .json, .csv or .ndt (default: YAML)"),
 ) -> None:
     """Convert between YAML, JSON, CSV and UFM NDT files (.ndt output is for UFM's cable validation)."""
+    from cabling.csvio import export_csv
+    from cabling.manifest import dump_manifest
+    from cabling.ndt import export_ndt
+    from cabling.sources import open_manifest
+
     m = open_manifest(manifest)
     suffix = output.suffix.lower() if output else ".yaml"
     if suffix == ".ndt":
@@ -335,6 +364,10 @@ def diff_cmd(
     limit: int = LimitOpt,
 ) -> None:
     """The re-cabling list from one plan to another: moves, swaps, cables to add and to remove."""
+    from cabling.diff import manifest_as_found
+    from cabling.diff import validate as run_validate
+    from cabling.sources import open_manifest
+
     before, after = open_manifest([old]), open_manifest([new])
     report = run_validate(after, manifest_as_found(before))
     report.title = f"re-cable {before.source} into {after.source}"
@@ -349,12 +382,17 @@ def slurm_topology_cmd(
     output: Path | None = typer.Option(None, "--output", "-o", help="write topology.conf here"),
 ) -> None:
     """Write Slurm's topology.conf (topology/tree): one switch per leaf group, then the tiers above."""
+    from cabling.slurm import slurm_topology
+    from cabling.sources import open_manifest
+
     _write(slurm_topology(open_manifest(manifest)), output)
 
 
 @cabling_app.command()
 def schema(output: Path | None = OutputOpt) -> None:
     """Print the JSON schema of the manifest format."""
+    from cabling.manifest import schema_text
+
     _write(schema_text(), output)
 
 
@@ -365,6 +403,9 @@ def draw(
     output: Path = typer.Option(..., "--output", "-o", help=".svg or .html"),
 ) -> None:
     """Draw the fabric by tier (lint findings highlighted)."""
+    from cabling.rules import lint
+    from cabling.sources import open_manifest
+
     m = open_manifest(manifest)
     _picture(output, m, lint(m))
 
@@ -380,6 +421,14 @@ def simulate(
                                             help="write the ports that are down as iblinkinfo here"),
 ) -> None:
     """Write the ibnetdiscover output the planned fabric would give (to rehearse validate, or for UFM's simulator)."""
+    from cabling.simulate import (
+        build_clean,
+        inject_faults,
+        render_iblinkinfo_down,
+        render_ibnetdiscover,
+    )
+    from cabling.sources import open_manifest
+
     m = open_manifest(manifest)
     try:
         sim = inject_faults(m, faults, seed) if faults else build_clean(m)

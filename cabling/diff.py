@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cabling.errors import CablingInputError
-from cabling.findings import Finding, Report
+from cabling.findings import VALIDATE_KINDS, Finding, Report
 from cabling.model import AnyPort, Device, Link, Manifest, PortRef
 from cabling.ports import natural_key
 from cabling.resolve import Ambiguity, ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
-# Every kind of validate finding, in report order (JUnit has one test case per kind).
-VALIDATE_KINDS = ("duplicate_guid", "duplicate_name", "moved", "swapped", "missing", "down", "unexpected",
-                  "degraded_width", "degraded_speed", "identity")
 
 
 def _fmt(ep: AnyPort) -> str:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.formats import MANIFEST_FORMATS
 from cabling.model import Manifest
+from cabling.yamlfast import split_links
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -37,6 +38,9 @@ def load_manifest(path: str | Path) -> Manifest:
 
 def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     """Parse manifest text; ``source`` names it in error messages."""
+    fast = _parse_fast(text, source)
+    if fast is not None:
+        return fast
     loader = _Loader(text)
     try:
         # One parse gives both the data and the node marks that error messages point at.
@@ -63,6 +67,32 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
     manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
+    return manifest
+
+
+def _parse_fast(text: str, source: str) -> Manifest | None:
+    """The manifest read with its links block taken line by line (see cabling.yamlfast), or None
+    when that does not apply or anything is wrong: the full parse then finds and reports it."""
+    split = split_links(text)
+    if split is None:
+        return None
+    rest, links, link_lines = split
+    loader = _Loader(rest)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict) or data.get("links") != []:
+        return None
+    data["links"] = links
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError:
+        return None
+    manifest.set_origin(source, _item_lines(root, "devices", "name"), link_lines)
     return manifest
 
 

@@ -225,6 +225,18 @@ def _set_aside_ambiguous(fab: DiscoveredFabric, out: ResolvedFabric) -> None:
     A GUID whose port is cabled twice (or which two node blocks reported) is two devices; two
     GUIDs whose ends get one name are two devices too. Either way a fix resting on it would be wrong.
     """
+    # First a cheap pass that only looks for a clash; most fabrics have none.
+    end_of: dict[tuple[str, int | str], int] = {}
+    owner: dict[tuple[str, str], tuple[str, int | str]] = {}
+    clash = bool(fab.duplicate_guids)
+    for i, rl in enumerate(out.links):
+        ea, eb = (rl.a_guid, rl.a_num), (rl.b_guid, rl.b_num)
+        if end_of.setdefault(ea, i) != i or end_of.setdefault(eb, i) != i \
+                or owner.setdefault(rl.a.key, ea) != ea or owner.setdefault(rl.b.key, eb) != eb:
+            clash = True
+            break
+    if not clash:
+        return
     by_end: dict[tuple[str, int | str], list[int]] = defaultdict(list)
     by_name: dict[tuple[str, str], set[tuple[str, int | str]]] = defaultdict(set)
     for i, rl in enumerate(out.links):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -92,6 +93,11 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     return fab
 
 
+@functools.lru_cache(maxsize=64)
+def _rate(text: str) -> tuple[str, str] | None:
+    return parse_ibnet_rate(text)
+
+
 def _port_line(
     fab: DiscoveredFabric, node: DNode, line: str, lineno: int, source: str,
     seen: dict[frozenset[tuple[str, int | str]], int],
@@ -102,17 +108,20 @@ def _port_line(
             f"cannot read port line of {node.desc!r}: {line[:80]!r}", file=source, line=lineno,
             hint="expected '[port](portguid) \"S-<guid>\"[port] # \"desc\" lid N 4xHDR'",
         )
-    port = int(m.group(1))
-    if m.group(2):
-        node.port_guids[port] = m.group(2).lower().rjust(16, "0")
-    peer = m.group(4).lower().rjust(16, "0")
-    peer_port = int(m.group(5))
-    if peer not in fab.nodes:
-        kind: NodeKind = {"S": "switch", "H": "ca", "R": "router"}[m.group(3)]  # type: ignore[assignment]
-        fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=m.group(7), lid=int(m.group(8)))
-    if m.group(6):
-        fab.nodes[peer].port_guids[peer_port] = m.group(6).lower().rjust(16, "0")
-    rate = parse_ibnet_rate(m.group(9))
+    # One groups() call: a 12,000-link dump has 25,000 port lines.
+    g_port, g_pguid, g_kind, g_peer, g_peer_port, g_peer_pguid, g_desc, g_lid, g_rate = m.groups()
+    port = int(g_port)
+    if g_pguid:
+        node.port_guids[port] = g_pguid.lower().rjust(16, "0")
+    peer = g_peer.lower().rjust(16, "0")
+    peer_port = int(g_peer_port)
+    peer_node = fab.nodes.get(peer)
+    if peer_node is None:
+        kind: NodeKind = {"S": "switch", "H": "ca", "R": "router"}[g_kind]  # type: ignore[assignment]
+        peer_node = fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=g_desc, lid=int(g_lid))
+    if g_peer_pguid:
+        peer_node.port_guids[peer_port] = g_peer_pguid.lower().rjust(16, "0")
+    rate = _rate(g_rate)
     key = frozenset(((node.guid, port), (peer, peer_port)))
     if key in seen:
         return
