@@ -107,9 +107,14 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
 def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> None:
     if path is None:
         return
-    from cabling.report.svg import render_html, render_svg
+    if path.suffix.lower() in (".html", ".htm"):
+        from cabling.report.fabricmap import render_map
 
-    text = render_html(manifest, report) if path.suffix.lower() in (".html", ".htm") else render_svg(manifest, report)
+        text = render_map(manifest, report)
+    else:
+        from cabling.report.svg import render_svg
+
+        text = render_svg(manifest, report)
     path.write_text(text, encoding="utf-8")
     err.print(f"wrote {path}")
 
@@ -170,7 +175,7 @@ def lint_cmd(
     output: Path | None = OutputOpt,
     skip: list[str] = typer.Option([], "--skip", help="rule id to skip (repeatable)"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail too"),
-    svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric (.svg or .html)"),
+    svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric: .html is an interactive map (zoom, search, findings), .svg a picture"),
     limit: int = LimitOpt,
 ) -> None:
     """Check a manifest before anyone pulls a cable (exit 3 on errors; on warnings with --strict)."""
@@ -228,7 +233,7 @@ def validate_cmd(
     ibstat: Path | None = IbstatOpt,
     fmt: Format = FormatOpt,
     output: Path | None = OutputOpt,
-    svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric with faults (.svg or .html)"),
+    svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric with faults: .html is an interactive map, .svg a picture"),
     warn_only: list[str] = typer.Option([], "--warn-only",
                                         help="report this kind as a warning, not a CI failure (repeatable)"),
     limit: int = LimitOpt,
@@ -400,7 +405,7 @@ def schema(output: Path | None = OutputOpt) -> None:
 @_errors
 def draw(
     manifest: list[Path] = ManifestArg,
-    output: Path = typer.Option(..., "--output", "-o", help=".svg or .html"),
+    output: Path = typer.Option(..., "--output", "-o", help=".html (interactive map) or .svg"),
 ) -> None:
     """Draw the fabric by tier (lint findings highlighted)."""
     from cabling.rules import lint
