@@ -103,3 +103,14 @@ def test_lldp_neighbours_known_only_by_mac_get_an_unambiguous_endpoint(tmp_path:
     assert ends == ["gpu01:eth0", "mac-4494fc9d550a:mac-4494fc9d5511"]
     ep = Endpoint.model_validate(ends[1])
     assert (ep.device, ep.port) == ("mac-4494fc9d550a", "mac-4494fc9d5511")
+
+
+def test_an_unknown_discovery_file_hears_the_supported_formats(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("switch inventory, hall B\nrack 3: 12 switches\n")
+    with pytest.raises(CablingInputError, match="not ibnetdiscover output") as exc:
+        DiscoveryOptions(ibnetdiscover=path).load()
+    assert "supported: ibnetdiscover output" in str(exc.value) and "lldpctl -f json" in str(exc.value)
+    with pytest.raises(CablingInputError, match="cannot read iblinkinfo line") as exc:
+        DiscoveryOptions(iblinkinfo=[path]).load()
+    assert "supported: ibnetdiscover output" in str(exc.value)
