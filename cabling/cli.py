@@ -9,15 +9,16 @@ from collections.abc import Callable
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 
 from cabling.errors import CablingError, CablingInputError, ExitCode
 from cabling.findings import VALIDATE_KINDS
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from cabling.findings import Report
     from cabling.model import Manifest
     from cabling.sources import DiscoveryOptions
@@ -37,8 +38,37 @@ cabling_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    """A rich Console made on first use: a JSON report and its summary line need no rich (30 ms)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The real Console."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, highlight=False, soft_wrap=True)
+        return self._console
+
+    def print(self, *objects: object, **kwargs: Any) -> None:
+        """Console.print."""
+        self.console.print(*objects, **kwargs)
+
+
+out = _LazyConsole(stderr=False)
+err = _LazyConsole(stderr=True)
+
+
+def _note(text: str) -> None:
+    """A plain line on stderr (no markup, no rich)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 class Format(StrEnum):
@@ -75,7 +105,7 @@ def _write(text: str, output: Path | None) -> None:
         sys.stdout.flush()
     else:
         output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
+        _note(f"wrote {output}")
 
 
 def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], limit: int | None,
@@ -95,13 +125,15 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
 
         _write(render_junit(report, cases), output)
     elif output is None:
-        render_text(report, out, limit or None)
+        render_text(report, out.console, limit or None)
         return
     else:
+        from rich.console import Console
+
         with output.open("w", encoding="utf-8") as fh:
             render_text(report, Console(file=fh, width=200, highlight=False), None)
-        err.print(f"wrote {output}")
-    err.print(summary(report))
+        _note(f"wrote {output}")
+    _note(summary(report))
 
 
 def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> None:
@@ -116,7 +148,7 @@ def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> No
 
         text = render_svg(manifest, report)
     path.write_text(text, encoding="utf-8")
-    err.print(f"wrote {path}")
+    _note(f"wrote {path}")
 
 
 def _finish(report: Report, strict: bool) -> None:
