@@ -4,24 +4,28 @@
 'r009-l1:1', cable: C00001}``; on a 12,000-link fabric, building YAML nodes for them is most of the
 load time. Lines of exactly that shape are read here, with the scalar typing YAML gives them; any
 other line (a comment inside a mapping, a block mapping, a value YAML would type as a number or a
-boolean) returns None and the caller parses the whole file with the YAML parser instead.
+boolean, a date) returns None and the caller parses the whole file with the YAML parser instead.
 """
 
 from __future__ import annotations
 
 import re
 
+import yaml
+
 _LINKS_KEY = re.compile(r"^links:[ \t]*(?:#.*)?$", re.MULTILINE)
 # One link: "- {key: value, ...}" whose values are quoted without escapes, or plain and string-typed.
-_VALUE = r"""(?:'[^']*'(?!')|"[^"\\]*"|[A-Za-z_][A-Za-z0-9_./+-]*)"""
+_VALUE = r"""(?:'[^']*'(?!')|"[^"\\]*"|[A-Za-z0-9_][A-Za-z0-9_./+-]*)"""
 _PAIR = rf"[ \t]*[A-Za-z_][A-Za-z0-9_]*:[ \t]+{_VALUE}[ \t]*"
 _ITEM = re.compile(rf"^( *)- \{{((?:{_PAIR})(?:,{_PAIR})*,?[ \t]*)?\}}[ \t]*$")
 _PAIRS = re.compile(rf"([A-Za-z_][A-Za-z0-9_]*):[ \t]+({_VALUE})")
-# PyYAML (YAML 1.1) reads these plain words as booleans or null, not text.
-_NOT_TEXT = frozenset({
-    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
-    "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
-})
+# How the YAML parser types a plain scalar: by the implicit resolvers for its first character
+# (booleans, null, numbers, timestamps); a scalar none of them matches is text.
+_RESOLVERS = yaml.resolver.Resolver.yaml_implicit_resolvers
+
+
+def _is_text(plain: str) -> bool:
+    return not any(rx.match(plain) for _tag, rx in _RESOLVERS.get(plain[0], ()))
 
 
 def split_links(text: str) -> tuple[str, list[dict[str, str]], list[int | None]] | None:
@@ -65,7 +69,11 @@ def _flow_mapping(inner: str) -> dict[str, str] | None:
     """The pairs of a flow mapping ``_ITEM`` accepted, or None if YAML would not type them as text."""
     out: dict[str, str] = {}
     for key, value in _PAIRS.findall(inner):
-        if key in _NOT_TEXT or value in _NOT_TEXT:
+        if value[0] in "'\"":
+            value = value[1:-1]
+        elif not _is_text(value):
+            return None  # a number, a boolean, a date: the YAML parser types it
+        if not _is_text(key):
             return None
-        out[key] = value[1:-1] if value[0] in "'\"" else value
+        out[key] = value
     return out

@@ -65,3 +65,22 @@ def test_a_bad_link_still_gets_its_file_line() -> None:
     lines[k] = lines[k].replace("a: '", "a: 'nocolon", 1).replace(":mlx5", "mlx5", 1)
     with pytest.raises(CablingInputError, match=rf"p.yaml:{k + 1}: \[links.5.a\]"):
         parse_manifest("\n".join(lines), "p.yaml")
+
+
+def test_as_built_links_with_widths_take_the_fast_path() -> None:
+    text = ("version: 1\ndevices: []\nlinks:\n- {a: 'r1-l1:1', b: 'gpu1:mlx5_0', speed: NDR, width: 4x}\n"
+            "- {a: 'r1-l1:2', b: 'gpu2:mlx5_0', speed: HDR, width: 2x, length_m: '3'}\n")
+    split = split_links(text)
+    assert split is not None
+    assert split[1][0] == {"a": "r1-l1:1", "b": "gpu1:mlx5_0", "speed": "NDR", "width": "4x"}
+    data = _yaml(split[0])
+    assert isinstance(data, dict)
+    data["links"] = split[1]
+    assert data == _yaml(text)
+
+
+@pytest.mark.parametrize("value", ["12", "0x1f", "1.5", "2026-01-02", "on", "Off", "NULL", "017", "1_000"])
+def test_values_yaml_types_as_non_text_step_aside(value: str) -> None:
+    text = f"links:\n- {{a: 'x:1', b: 'y:2', cable: {value}}}\n"
+    assert not isinstance(_yaml(text)["links"][0]["cable"], str)  # type: ignore[index]
+    assert split_links(text) is None
