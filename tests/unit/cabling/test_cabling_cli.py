@@ -205,3 +205,25 @@ def test_python_dash_m_cabling_runs_alone(fixtures):
     r = subprocess.run([sys.executable, "-c", "import sys, cabling.cli; print('provisioner' in sys.modules)"],
                        capture_output=True, text=True, timeout=120, cwd=fixtures.parents[2])
     assert r.stdout.strip() == "False"  # the package stands alone
+
+
+def test_validate_to_json_loads_only_what_it_uses(fixtures, tmp_path):
+    """The end-to-end time of validate is mostly imports: no planner, simulator, renderer, rich,
+    networkx or provisioner module may come with it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['cabling', 'validate', '-m', {str(fixtures / 'small-fabric.yaml')!r}, '--iblinkinfo',"
+        f" {str(fixtures / 'small-fabric.iblinkinfo')!r}, '-f', 'json', '-o', {str(tmp_path / 'r.json')!r}]\n"
+        "try:\n    runpy.run_module('cabling', run_name='__main__')\nexcept SystemExit as exc:\n"
+        "    print('rc', exc.code)\n"
+        "heavy = ('rich', 'networkx', 'provisioner', 'requests', 'cabling.plan', 'cabling.simulate',"
+        " 'cabling.report.svg', 'cabling.report.fabricmap', 'cabling.naming')\n"
+        "print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=fixtures.parents[2])
+    assert r.stdout.splitlines() == ["rc 3", "[]"], r.stdout + r.stderr
+    assert (tmp_path / "r.json").exists()
