@@ -173,12 +173,15 @@ function show(i) {
   clearHl();
   const row = tbody.children[i]; if (row) row.classList.add('sel');
   const pts = [];
+  let k = 0;
   for (const [a, b, dash] of cablesOf(f)) {
     const pa = pos(a) || pos(b), pb = pos(b) || pos(a);
     if (!pa) continue;
     el('line', {x1: pa[0], y1: pa[1], x2: pb[0], y2: pb[1], class: 'hl' + (dash ? ' dash' : '')}, layers.hl);
-    el('text', {x: pa[0] + 8, y: pa[1] - 10, class: 'hllabel'}, layers.hl, a[1]);
-    if (pb !== pa) el('text', {x: pb[0] + 8, y: pb[1] + 18, class: 'hllabel'}, layers.hl, b[1]);
+    // Port names stacked, one line per cable, so two cables at one device stay readable.
+    el('text', {x: pa[0] + 8, y: pa[1] - 10 - k * FONT * 1.2, class: 'hllabel'}, layers.hl, a[1]);
+    if (pb !== pa) el('text', {x: pb[0] + 8, y: pb[1] + 18 + k * FONT * 1.2, class: 'hllabel'}, layers.hl, b[1]);
+    k++;
     pts.push(pa, pb);
     for (const e of [a, b]) if (e[0] >= 0) devEls[e[0]].classList.add('hit');
   }
