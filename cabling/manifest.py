@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.formats import MANIFEST_FORMATS
 from cabling.model import Manifest
-from cabling.yamlfast import split_links
+from cabling.yamlfast import split_devices, split_links
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -77,6 +77,9 @@ def _parse_fast(text: str, source: str) -> Manifest | None:
     if split is None:
         return None
     rest, links, link_lines = split
+    devices = split_devices(rest)
+    if devices is not None:
+        rest = devices[0]
     loader = _Loader(rest)
     try:
         root = loader.get_single_node()
@@ -85,14 +88,17 @@ def _parse_fast(text: str, source: str) -> Manifest | None:
         return None
     finally:
         loader.dispose()
-    if not isinstance(data, dict) or data.get("links") != []:
+    if not isinstance(data, dict) or data.get("links") != [] or (devices is not None and data.get("devices") != []):
         return None
     data["links"] = links
+    if devices is not None:
+        data["devices"] = devices[1]
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError:
         return None
-    manifest.set_origin(source, _item_lines(root, "devices", "name"), link_lines)
+    device_lines = devices[2] if devices is not None else _item_lines(root, "devices", "name")
+    manifest.set_origin(source, device_lines, link_lines)
     return manifest
 
 

@@ -84,3 +84,39 @@ def test_values_yaml_types_as_non_text_step_aside(value: str) -> None:
     text = f"links:\n- {{a: 'x:1', b: 'y:2', cable: {value}}}\n"
     assert not isinstance(_yaml(text)["links"][0]["cable"], str)  # type: ignore[index]
     assert split_links(text) is None
+
+
+def test_devices_of_a_plan_are_read_as_yaml_reads_them_with_their_lines() -> None:
+    from cabling.manifest import _item_lines, _Loader
+    from cabling.model import Manifest
+    from cabling.yamlfast import split_devices
+
+    text = dump_manifest(plan_fat_tree(PlanSpec(hosts=64, hcas=4, radix=16, tiers=3)))
+    rest, links, _where = split_links(text)  # type: ignore[misc]
+    split = split_devices(rest)
+    assert split is not None
+    rest2, devices, lines = split
+    data = _yaml(rest2)
+    assert isinstance(data, dict)
+    data.update(links=links, devices=devices)
+    assert data == _yaml(text)
+    loader = _Loader(text)
+    assert lines == _item_lines(loader.get_single_node(), "devices", "name")
+    m = parse_manifest(text, "p.yaml")
+    assert m.model_dump() == Manifest.model_validate(_yaml(text)).model_dump()
+    assert m.where_device("gpu003") == f"p.yaml:{lines['gpu003']}"
+
+
+@pytest.mark.parametrize("line", [
+    "  location: {rack: r1, u: 017}",  # YAML 1.1 octal
+    "  location:\n    rack: r1",  # a nested block
+    "  model: Quantum 2",  # a plain scalar with a space
+    "  speed: NDR # fast",
+    "  hcas: [mlx5_0,\n    mlx5_1]",  # a wrapped flow sequence, as dump_manifest writes long ones
+    "  name: again",  # a key twice
+])
+def test_device_lines_outside_the_fast_form_leave_it_to_yaml(line: str) -> None:
+    from cabling.yamlfast import split_devices
+
+    text = f"devices:\n- name: gpu1\n  kind: host\n{line}\nlinks: []\n"
+    assert split_devices(text) is None
