@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     (a terminal log banner, a shell prompt) are skipped and listed in ``skipped_lines``; a bad
     line inside a node block is an error naming its line."""
     fab = DiscoveredFabric(source=source)
-    seen: dict[frozenset[tuple[str, int | str]], int] = {}
+    seen: set[tuple[str, int, str, int]] = set()
     headers: dict[str, int] = {}  # GUID -> line of its node block: a second block is a duplicate GUID
     current: DNode | None = None
     sysimg: str | None = None
@@ -93,14 +92,23 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     return fab
 
 
-@functools.lru_cache(maxsize=64)
-def _rate(text: str) -> tuple[str, str] | None:
-    return parse_ibnet_rate(text)
+_RATES: dict[str, tuple[str, str] | None] = {}
+_GUIDS: dict[str, str] = {}
+
+
+def _guid(text: str) -> str:
+    """``c42a10300fb52ec`` -> ``0c42a10300fb52ec`` (a switch GUID recurs on every port line: cached)."""
+    g = _GUIDS.get(text)
+    if g is None:
+        g = _GUIDS[text] = text.lower().rjust(16, "0")
+        if len(_GUIDS) > 100_000:
+            _GUIDS.clear()
+    return g
 
 
 def _port_line(
     fab: DiscoveredFabric, node: DNode, line: str, lineno: int, source: str,
-    seen: dict[frozenset[tuple[str, int | str]], int],
+    seen: set[tuple[str, int, str, int]],
 ) -> None:
     m = _PORT.match(line)
     if not m:
@@ -112,19 +120,24 @@ def _port_line(
     g_port, g_pguid, g_kind, g_peer, g_peer_port, g_peer_pguid, g_desc, g_lid, g_rate = m.groups()
     port = int(g_port)
     if g_pguid:
-        node.port_guids[port] = g_pguid.lower().rjust(16, "0")
-    peer = g_peer.lower().rjust(16, "0")
+        node.port_guids[port] = _guid(g_pguid)
+    peer = _guid(g_peer)
     peer_port = int(g_peer_port)
     peer_node = fab.nodes.get(peer)
     if peer_node is None:
         kind: NodeKind = {"S": "switch", "H": "ca", "R": "router"}[g_kind]  # type: ignore[assignment]
         peer_node = fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=g_desc, lid=int(g_lid))
     if g_peer_pguid:
-        peer_node.port_guids[peer_port] = g_peer_pguid.lower().rjust(16, "0")
-    rate = _rate(g_rate)
-    key = frozenset(((node.guid, port), (peer, peer_port)))
+        peer_node.port_guids[peer_port] = _guid(g_peer_pguid)
+    # Each cable is listed from both ends: keep it once, in the order of the two ends.
+    mine = node.guid
+    key = (mine, port, peer, peer_port) if (mine, port) <= (peer, peer_port) else (peer, peer_port, mine, port)
     if key in seen:
         return
-    seen[key] = len(fab.links)
-    fab.links.append(DLink(node.guid, port, peer, peer_port, rate[0] if rate else None,
+    seen.add(key)
+    if g_rate in _RATES:
+        rate = _RATES[g_rate]
+    else:
+        rate = _RATES[g_rate] = parse_ibnet_rate(g_rate)
+    fab.links.append(DLink(mine, port, peer, peer_port, rate[0] if rate else None,
                            rate[1] if rate else None, line=lineno))
