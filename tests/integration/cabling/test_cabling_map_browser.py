@@ -152,3 +152,17 @@ def _red_pixels(png: bytes) -> tuple[int, int, int]:
                     red += 1
         prev = line
     return width, height, red
+
+
+def test_the_plan_with_roles_shows_its_faulty_switches_on_the_first_screen(tmp_path: Path) -> None:
+    plan = plan_fat_tree(PlanSpec(hosts=511))
+    sim = inject_faults(plan, 1, seed=11)
+    report = validate(plan, resolve(parse_ibnetdiscover(render_ibnetdiscover(plan, sim), "f.txt"), plan))
+    page = tmp_path / "plan-map.html"
+    page.write_text(render_map(plan, report), encoding="utf-8")
+    dom = _run(page, tmp_path, "--dump-dom")
+    switches = {d.name for d in plan.devices if d.kind == "switch"}
+    faulty = {e.rpartition(":")[0] for f in report.findings for e in f.endpoints} & switches
+    assert faulty and faulty <= set(_attr(dom, "data-visible-faults").split(","))
+    groups = re.findall(r"<text[^>]*>(su\d+|pod\d+) \((\d+)\)</text>", dom)
+    assert ("su01", "32") in groups and ("su01", "8") in groups and ("pod1", "32") in groups
