@@ -16,7 +16,10 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
     Links of an ambiguous identity (a GUID two devices share) are left out, and so is that GUID.
     """
     res = res or resolve(fab, None, name_map)
-    unsure = {g for amb in res.ambiguous for g in amb.guids} | set(res.aggregation_nodes)
+    # Switches that describe themselves alike keep their GUID names (those are unambiguous);
+    # a GUID two devices share, or a host port two GUIDs claim, is left out.
+    kept = [amb for amb in res.ambiguous if amb.kind == "duplicate_name" and amb.node_kind == "switch"]
+    unsure = {g for amb in res.ambiguous if amb not in kept for g in amb.guids} | set(res.aggregation_nodes)
     devices: dict[str, Device] = {}
     for guid, nn in res.names.items():
         if guid in unsure:
@@ -36,8 +39,9 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
             devices[key] = Device(name=nn.device, kind="switch", model=nn.model,
                                   ports=node.nports if node.nports and not nn.port_prefix else None,
                                   guid=guid if is_guid and not nn.port_prefix else None)
+    found = res.links + [rl for amb in kept for rl in amb.links]
     links = [Link(a=Endpoint(device=rl.a.device, port=rl.a.port), b=Endpoint(device=rl.b.device, port=rl.b.port),
-                  speed=rl.speed, width=rl.width) for rl in res.links]
+                  speed=rl.speed, width=rl.width) for rl in found]
     return Manifest(devices=list(devices.values()), links=links)
 
 

@@ -321,6 +321,11 @@ def import_cmd(
     m = as_built(fab, names, res)
     _write(export_csv(m) if output and output.suffix.lower() == ".csv" else dump_manifest(m), output)
     for amb in res.ambiguous:
+        if amb.kind == "duplicate_name" and amb.node_kind == "switch":
+            err.print(f"[yellow]named by GUID[/] {len(amb.guids)} switches that all call themselves "
+                      f"{amb.identity!r} ({', '.join('S-' + g for g in amb.guids)}): give each its own "
+                      "node description, or rename them in the manifest", markup=True)
+            continue
         what = "GUID 0x" + amb.identity if amb.kind == "duplicate_guid" else amb.identity
         err.print(f"[yellow]left out[/] {len(amb.links)} link(s) of {what}: {amb.kind.replace('_', ' ')} "
                   f"({'; '.join(amb.descriptions)}); fix it and import again", markup=True)

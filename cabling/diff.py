@@ -172,7 +172,10 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
 def _ambiguity(manifest: Manifest, amb: Ambiguity, source: str) -> Finding:
     """The finding for one ambiguous identity: where its cables land and what to fix (not the cables)."""
     ports = sorted({_fmt(e) for e in amb.peers}, key=natural_key)
-    at = " and ".join([", ".join(ports[:-1]), ports[-1]] if len(ports) > 1 else ports)
+    if len(ports) > 6:  # a switch: name a few of its cables, not 64
+        at = f"{', '.join(ports[:5])} and {len(ports) - 5} more"
+    else:
+        at = " and ".join([", ".join(ports[:-1]), ports[-1]] if len(ports) > 1 else ports)
     lines = sorted({f"{rl.source or source}:{rl.line}" for rl in amb.links if rl.line})
     seen = " and ".join(amb.descriptions) if amb.descriptions else "no description"
     what = "HCAs" if amb.node_kind == "ca" else "switches"
@@ -182,6 +185,11 @@ def _ambiguity(manifest: Manifest, amb: Ambiguity, source: str) -> Finding:
         fix = (f"find the {what} cabled to {at}, compare the GUID each reports ('ibstat' on the host) with the "
                f"one on its label, and re-flash or replace the one whose GUID is wrong; validate again "
                f"(these cables are not checked until then; the manifest needs no change)")
+    elif amb.node_kind == "switch":
+        message = (f"{len(amb.guids)} switches ({', '.join('0x' + g for g in amb.guids)}) all describe "
+                   f"themselves as {amb.identity!r}; their cables land on {at}")
+        fix = (f"give each switch its own node description (or a line per GUID in the node-name map): which "
+               f"of them is {amb.identity} the plan cannot tell; their cables are not checked until then")
     else:
         message = (f"{len(amb.guids)} nodes ({', '.join('0x' + g for g in amb.guids)}, described as {seen}) "
                    f"all resolve to {amb.identity}; their cables land on {at}")

@@ -43,6 +43,7 @@ class NodeName:
     named_by: str = "description"
     model: str | None = None
     claims: str | None = None  # the name its description gives, when a GUID named it otherwise
+    shared_name: bool = False  # its description gives a name another switch's gives too
 
 
 @dataclass
@@ -134,7 +135,13 @@ def _name_one(
         return _from_text(node, node.desc, "description")
     name, prefix, model = _switch_name(node.desc)
     if switch_descs[name] > 1 and not prefix:
-        return NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
+        nn = NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
+        if model is not None:
+            # "MF0;r03-l1:MQM9700" is a name someone configured, unlike a vendor default: two
+            # switches configured alike are ambiguous, not two unknown switches.
+            nn.claims = name
+            nn.shared_name = True
+        return nn
     return NodeName(name, node.kind, port_prefix=prefix, model=model)
 
 
@@ -228,7 +235,11 @@ def _set_aside_ambiguous(fab: DiscoveredFabric, out: ResolvedFabric) -> None:
     # First a cheap pass that only looks for a clash; most fabrics have none.
     end_of: dict[tuple[str, int | str], int] = {}
     owner: dict[tuple[str, str], tuple[str, int | str]] = {}
-    clash = bool(fab.duplicate_guids)
+    shared: dict[str, list[str]] = defaultdict(list)
+    for g, nn in out.names.items():
+        if nn.shared_name and nn.claims:
+            shared[nn.claims.casefold()].append(g)
+    clash = bool(fab.duplicate_guids) or bool(shared)
     for i, rl in enumerate(out.links):
         ea, eb = (rl.a_guid, rl.a_num), (rl.b_guid, rl.b_num)
         if end_of.setdefault(ea, i) != i or end_of.setdefault(eb, i) != i \
@@ -276,6 +287,16 @@ def _set_aside_ambiguous(fab: DiscoveredFabric, out: ResolvedFabric) -> None:
                     rl = out.links[i]
                     amb.links.append(rl)
                     amb.peers.append(rl.b if (rl.a_guid, rl.a_num) == end else rl.a)
-    if taken:
+    for name, guids in shared.items():
+        amb = groups.setdefault(("name", name), Ambiguity(
+            "duplicate_name", out.names[guids[0]].claims or name, sorted(guids),
+            [repr(fab.nodes[g].desc) for g in sorted(guids)], node_kind="switch"))
+        mine = set(guids)
+        for i, rl in enumerate(out.links):
+            if i not in taken and (rl.a_guid in mine or rl.b_guid in mine):
+                taken.add(i)
+                amb.links.append(rl)
+                amb.peers.append(rl.b if rl.a_guid in mine else rl.a)
+    if taken or groups:
         out.links = [rl for i, rl in enumerate(out.links) if i not in taken]
         out.ambiguous = list(groups.values())

@@ -94,3 +94,23 @@ def test_a_node_name_map_giving_two_guids_one_name_is_a_duplicate_name(director:
     names = {KEEP: "gpu7 mlx5_0", CLONE: "gpu7 mlx5_0"}
     res = resolve(fab, None, names)
     assert [(a.kind, a.identity) for a in res.ambiguous] == [("duplicate_name", "gpu7:mlx5_0")]
+
+
+def test_two_switches_configured_with_one_name_are_a_duplicate_name(director: str) -> None:
+    # Changed from the real recording: leaf sat11-0101-0904-02ib0 describes itself as its
+    # neighbour sat11-0101-0904-01ib0 does (a copied switch configuration); GUIDs stay distinct.
+    copied = director.replace('"MF0;sat11-0101-0904-02ib0:MQM8700/U1"', '"MF0;sat11-0101-0904-01ib0:MQM8700/U1"')
+    _fab, plan = _as_built_of(director)
+    for d in plan.devices:  # a plan without GUIDs: switch names come from the descriptions
+        d.hca_guids, d.guid = {}, None
+    fab = parse_ibnetdiscover(copied, "copied.txt")
+    report = validate(plan, resolve(fab, plan))
+    assert report.by_kind() == {"duplicate_name": 1}, [f.message for f in report.findings][:5]
+    f = report.findings[0]
+    assert "2 switches" in f.message and "'sat11-0101-0904-01ib0'" in f.message and "more" in f.message
+    assert "node description" in f.fix
+    # The as-built keeps both switches under their GUIDs (unambiguous), with every cable.
+    m = as_built(fab)
+    names = {d.name for d in m.devices if d.kind == "switch"}
+    assert "sat11-0101-0904-01ib0" not in names and sum(n.startswith("S-") for n in names) == 2
+    assert len(m.links) == len(as_built(parse_ibnetdiscover(director, "d.txt")).links)
