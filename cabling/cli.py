@@ -53,7 +53,7 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr, highlight=False, soft_wrap=True)
+            self._console = Console(stderr=self._stderr, highlight=False, soft_wrap=True, emoji=False)
         return self._console
 
     def print(self, *objects: object, **kwargs: Any) -> None:
@@ -321,14 +321,15 @@ def import_cmd(
     m = as_built(fab, names, res)
     _write(export_csv(m) if output and output.suffix.lower() == ".csv" else dump_manifest(m), output)
     for amb in res.ambiguous:
+        # Names and descriptions come from the fabric: plain text, never rich markup.
         if amb.kind == "duplicate_name" and amb.node_kind == "switch":
-            err.print(f"[yellow]named by GUID[/] {len(amb.guids)} switches that all call themselves "
-                      f"{amb.identity!r} ({', '.join('S-' + g for g in amb.guids)}): give each its own "
-                      "node description, or rename them in the manifest", markup=True)
+            _note(f"named by GUID: {len(amb.guids)} switches that all call themselves {amb.identity!r} "
+                  f"({', '.join('S-' + g for g in amb.guids)}): give each its own node description, or "
+                  "rename them in the manifest")
             continue
         what = "GUID 0x" + amb.identity if amb.kind == "duplicate_guid" else amb.identity
-        err.print(f"[yellow]left out[/] {len(amb.links)} link(s) of {what}: {amb.kind.replace('_', ' ')} "
-                  f"({'; '.join(amb.descriptions)}); fix it and import again", markup=True)
+        _note(f"left out {len(amb.links)} link(s) of {what}: {amb.kind.replace('_', ' ')} "
+              f"({'; '.join(amb.descriptions)}); fix it and import again")
     err.print(f"as-built: {len(m.devices)} devices, {len(m.links)} links")
 
 
