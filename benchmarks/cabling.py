@@ -73,25 +73,27 @@ runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)
 """
 
 
-def _process(module: str, args: list[str], repeat: int, tmp: Path) -> tuple[float, float, int]:
-    """Best wall seconds and peak RSS (MiB) of ``python -m module args`` over ``repeat`` runs, and its exit code."""
-    best, peak, rc = float("inf"), 0.0, 0
+def _process(module: str, args: list[str], repeat: int, tmp: Path) -> tuple[float, float, float, int]:
+    """Best wall seconds, best CPU seconds (user+sys), peak RSS (MiB) of ``python -m module args``
+    over ``repeat`` runs, and its exit code."""
+    best, best_cpu, peak, rc = float("inf"), float("inf"), 0.0, 0
     # As installed: pip compiles bytecode, so the runs use it too (kept out of the tree, written by
     # an untimed first run) even where PYTHONDONTWRITEBYTECODE is set for the test suite.
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
            "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     hwm = tmp / "hwm"
-    subprocess.run([sys.executable, "-c", _RUN_MODULE, str(hwm), module, *args], stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env, check=False)
+    cmd = [sys.executable, "-c", _RUN_MODULE, str(hwm), module, *args]
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
     for _ in range(repeat):
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _RUN_MODULE, str(hwm), module, *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, usage.ru_utime + usage.ru_stime)
         peak = max(peak, int(hwm.read_text()) / 1024)  # KiB
-        rc = done.returncode
-    return best, peak, rc
+        rc = proc.returncode = os.waitstatus_to_exitcode(status)
+    return best, best_cpu, peak, rc
 
 
 def _end_to_end(manifest: Manifest, ibnet: str, down: str, repeat: int) -> dict[str, float]:
@@ -103,14 +105,15 @@ def _end_to_end(manifest: Manifest, ibnet: str, down: str, repeat: int) -> dict[
         (d / "down.iblinkinfo").write_text(down, encoding="utf-8")
         validate_args = ["validate", "-m", str(d / "plan.yaml"), "--ibnetdiscover", str(d / "fabric.ibnetdiscover"),
                          "--iblinkinfo", str(d / "down.iblinkinfo"), "-f", "json", "-o", str(d / "report.json")]
-        v_s, v_mib, v_rc = _process("cabling", validate_args, repeat, d)
-        l_s, l_mib, l_rc = _process("cabling", ["lint", str(d / "plan.yaml"), "-f", "json", "-o",
-                                                str(d / "lint.json")], repeat, d)
-        p_s, p_mib, p_rc = _process("provisioner.cli.main", ["cabling", *validate_args], repeat, d)
+        v_s, v_cpu, v_mib, v_rc = _process("cabling", validate_args, repeat, d)
+        l_s, l_cpu, l_mib, l_rc = _process("cabling", ["lint", str(d / "plan.yaml"), "-f", "json", "-o",
+                                                       str(d / "lint.json")], repeat, d)
+        p_s, p_cpu, p_mib, p_rc = _process("provisioner.cli.main", ["cabling", *validate_args], repeat, d)
     if v_rc != 3 or l_rc != 0 or p_rc != 3:
         print(f"PROBLEM: end-to-end exit codes validate={v_rc} lint={l_rc} provision={p_rc} (want 3, 0, 3)")
-    return {"cli_validate_s": v_s, "cli_peak_mib": v_mib, "cli_lint_s": l_s, "cli_lint_peak_mib": l_mib,
-            "cli_provision_validate_s": p_s, "cli_provision_peak_mib": p_mib}
+    return {"cli_validate_s": v_s, "cli_validate_cpu_s": v_cpu, "cli_peak_mib": v_mib, "cli_lint_s": l_s,
+            "cli_lint_cpu_s": l_cpu, "cli_lint_peak_mib": l_mib, "cli_provision_validate_s": p_s,
+            "cli_provision_validate_cpu_s": p_cpu, "cli_provision_peak_mib": p_mib}
 
 
 def main() -> int:
@@ -157,9 +160,10 @@ def main() -> int:
     print("findings: " + ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items())))
     print(f"clean fabric: {len(clean_report.findings)} findings")
     e2e = _end_to_end(manifest, ibnet, down, args.cli_repeat)
-    print(f"end to end, best of {args.cli_repeat} (python -m cabling): validate {e2e['cli_validate_s']:.2f} s, "
-          f"{e2e['cli_peak_mib']:.0f} MiB; lint {e2e['cli_lint_s']:.2f} s, {e2e['cli_lint_peak_mib']:.0f} MiB; "
-          f"'provision cabling validate' {e2e['cli_provision_validate_s']:.2f} s, "
+    print(f"end to end, best of {args.cli_repeat} (python -m cabling): validate {e2e['cli_validate_s']:.2f} s "
+          f"({e2e['cli_validate_cpu_s']:.2f} s CPU), {e2e['cli_peak_mib']:.0f} MiB; lint {e2e['cli_lint_s']:.2f} s "
+          f"({e2e['cli_lint_cpu_s']:.2f} s CPU), {e2e['cli_lint_peak_mib']:.0f} MiB; 'provision cabling validate' "
+          f"{e2e['cli_provision_validate_s']:.2f} s ({e2e['cli_provision_validate_cpu_s']:.2f} s CPU), "
           f"{e2e['cli_provision_peak_mib']:.0f} MiB")
     for p in problems:
         print(f"PROBLEM: {p}")
