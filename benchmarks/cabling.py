@@ -61,14 +61,19 @@ def _best(fn, repeat: int):  # type: ignore[no-untyped-def]
     return best, best_cpu, result
 
 
-# Runs a module as ``python -m`` does and, at exit, writes the process's peak RSS (VmHWM: counted
+# Runs a module as ``python -m`` does and, at exit (os._exit too), writes the process's peak RSS (VmHWM: counted
 # from exec, unlike ru_maxrss, which a vfork-ed child inherits from this large benchmark process).
-_RUN_MODULE = """import atexit, runpy, sys
+_RUN_MODULE = """import atexit, os, runpy, sys
 out = sys.argv.pop(1)
 def hwm():
     with open('/proc/self/status') as st, open(out, 'w') as fh:
         fh.write(next(line for line in st if line.startswith('VmHWM')).split()[1])
 atexit.register(hwm)
+real_exit = os._exit
+def _exit(code):
+    hwm()
+    real_exit(code)
+os._exit = _exit  # python -m cabling ends with os._exit, which skips atexit
 runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)
 """
 

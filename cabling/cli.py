@@ -65,6 +65,17 @@ out = _LazyConsole(stderr=False)
 err = _LazyConsole(stderr=True)
 
 
+# Set by ``python -m cabling``, which ends the process without tearing it down: the command's
+# 10^5 objects are then kept instead of being freed one by one (0.1 s on a 12,000-link fabric).
+KEEP_UNTIL_EXIT = False
+_kept: list[object] = []
+
+
+def _keep(*objects: object) -> None:
+    if KEEP_UNTIL_EXIT:
+        _kept.extend(objects)
+
+
 def _note(text: str) -> None:
     """A plain line on stderr (no markup, no rich)."""
     sys.stderr.write(text + "\n")
@@ -216,6 +227,7 @@ def lint_cmd(
 
     m = open_manifest(manifest)
     report = lint(m, set(skip))
+    _keep(m, report)
     _emit(report, fmt, output, report.checks, limit, m)
     _picture(svg, m, report)
     _finish(report, strict)
@@ -282,7 +294,9 @@ def validate_cmd(
     m = open_manifest(manifest)
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
                             ibstat).load()
-    report = run_validate(m, resolve(fab, m, names))
+    found = resolve(fab, m, names)
+    report = run_validate(m, found)
+    _keep(m, fab, found, report)
     for f in report.findings:
         if f.kind in warn_only:
             f.severity = "warning"  # e.g. degraded links during a staged bring-up
