@@ -147,13 +147,14 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
     _note(summary(report))
 
 
-def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> None:
+def _picture(path: Path | None, manifest: Manifest, report: Report | None,
+             seen_guids: dict[str, list[str]] | None = None) -> None:
     if path is None:
         return
     if path.suffix.lower() in (".html", ".htm"):
         from cabling.report.fabricmap import render_map
 
-        text = render_map(manifest, report)
+        text = render_map(manifest, report, seen_guids)
     else:
         from cabling.report.svg import render_svg
 
@@ -301,7 +302,12 @@ def validate_cmd(
         if f.kind in warn_only:
             f.severity = "warning"  # e.g. degraded links during a staged bring-up
     _emit(report, fmt, output, list(VALIDATE_KINDS), limit, m)
-    _picture(svg, m, report)
+    if svg is not None:
+        # The map finds a device by the GUIDs the fabric reported, not only those in the plan.
+        seen: dict[str, list[str]] = {}
+        for guid, nn in found.names.items():
+            seen.setdefault(nn.device, []).append(guid)
+        _picture(svg, m, report, seen)
     _finish(report, False)
 
 

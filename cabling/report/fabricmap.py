@@ -124,8 +124,11 @@ def _device_of(endpoint: str) -> str:
     return (endpoint.rpartition(":")[0] or endpoint).casefold()
 
 
-def map_data(manifest: Manifest, report: Report | None = None) -> dict[str, Any]:
-    """The laid-out map: devices, groups, aggregated group links, every cable and the findings."""
+def map_data(manifest: Manifest, report: Report | None = None,
+             seen_guids: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The laid-out map: devices, groups, aggregated group links, every cable and the findings.
+    ``seen_guids`` (device name -> GUIDs discovery found for it) makes those searchable too."""
+    seen_guids = {k.casefold(): v for k, v in (seen_guids or {}).items()}
     devices = manifest.device_map()
     tiers = device_tiers(manifest)
     group_of = _groups(manifest, tiers)
@@ -204,7 +207,7 @@ def map_data(manifest: Manifest, report: Report | None = None) -> dict[str, Any]
                 dev_rows.append([
                     d.name, tier, group_index[g],
                     round(x0 + (i % cols) * _CELL + _CELL / 2, 1), round(gy + _LABEL + _PAD + (i // cols) * _CELL + _CELL / 2, 1),
-                    faults[k], _guids(d), d.rail, d.location.rack if d.location else None, d.role or d.kind,
+                    faults[k], _guids(d, seen_guids.get(k, [])), d.rail, d.location.rack if d.location else None, d.role or d.kind,
                 ])
             x += w + _GROUP_GAP
     edges: Counter[tuple[int, int]] = Counter()
@@ -229,13 +232,14 @@ def map_data(manifest: Manifest, report: Report | None = None) -> dict[str, Any]
     }
 
 
-def _guids(d: Device) -> str:
-    return " ".join(g for g in [d.guid or "", *d.hca_guids.values()] if g)
+def _guids(d: Device, seen: list[str]) -> str:
+    return " ".join(dict.fromkeys(g for g in [d.guid or "", *d.hca_guids.values(), *seen] if g))
 
 
-def render_map(manifest: Manifest, report: Report | None = None) -> str:
+def render_map(manifest: Manifest, report: Report | None = None,
+               seen_guids: dict[str, list[str]] | None = None) -> str:
     """The whole HTML page; open it in any browser, offline."""
-    data = map_data(manifest, report)
+    data = map_data(manifest, report, seen_guids)
     script, style = fabricmap_assets.JS, fabricmap_assets.CSS
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     title = html.escape(data["title"])

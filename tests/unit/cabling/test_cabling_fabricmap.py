@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from cabling.asbuilt import as_built
 from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
@@ -54,3 +55,20 @@ def test_the_page_is_self_contained_and_escapes_names() -> None:
     assert "<link" not in page and "@import" not in page
     payload = re.search(r"<script id='data' type='application/json'>(.*?)</script>", page, re.S)
     assert payload and json.loads(payload.group(1).replace("<\\/", "</"))["devices"]
+
+
+def test_validate_draws_the_map_with_the_guids_the_fabric_reported(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cabling.cli import cabling_app
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "cabling"
+    page = tmp_path / "map.html"
+    r = CliRunner().invoke(cabling_app, ["validate", "-m", str(fixtures / "small-fabric.yaml"), "--iblinkinfo",
+                                         str(fixtures / "small-fabric.iblinkinfo"), "-f", "json", "--svg", str(page)])
+    assert r.exit_code == 3, r.output
+    payload = re.search(r"<script id='data' type='application/json'>(.*?)</script>", page.read_text(), re.S)
+    assert payload
+    devices = {d[0]: d[6] for d in json.loads(payload.group(1).replace("<\\/", "</"))["devices"]}
+    assert "946dae0300000101" in devices["h1"].split()  # h1 mlx5_0's port GUID, from iblinkinfo only
+    assert "0002c90300000a01" in devices["l0"].split()
