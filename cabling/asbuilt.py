@@ -9,11 +9,21 @@ from cabling.model import Device, Endpoint, Link, Manifest
 from cabling.resolve import ResolvedFabric, resolve
 
 
-def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None) -> Manifest:
-    """A manifest with every discovered device (with GUIDs) and link (with trained speed/width)."""
-    res = resolve(fab, None, name_map)
+def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
+             res: ResolvedFabric | None = None) -> Manifest:
+    """A manifest with every discovered device (with GUIDs) and link (with trained speed/width).
+
+    Links of an ambiguous identity (a GUID two devices share) are left out, and so is that GUID.
+    """
+    res = res or resolve(fab, None, name_map)
+    # Switches that describe themselves alike keep their GUID names (those are unambiguous);
+    # a GUID two devices share, or a host port two GUIDs claim, is left out.
+    kept = [amb for amb in res.ambiguous if amb.kind == "duplicate_name" and amb.node_kind == "switch"]
+    unsure = {g for amb in res.ambiguous if amb not in kept for g in amb.guids} | set(res.aggregation_nodes)
     devices: dict[str, Device] = {}
     for guid, nn in res.names.items():
+        if guid in unsure:
+            continue
         node = fab.nodes[guid]
         key = nn.device.casefold()
         dev = devices.get(key)
@@ -29,17 +39,19 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None) -> M
             devices[key] = Device(name=nn.device, kind="switch", model=nn.model,
                                   ports=node.nports if node.nports and not nn.port_prefix else None,
                                   guid=guid if is_guid and not nn.port_prefix else None)
+    found = res.links + [rl for amb in kept for rl in amb.links]
     links = [Link(a=Endpoint(device=rl.a.device, port=rl.a.port), b=Endpoint(device=rl.b.device, port=rl.b.port),
-                  speed=rl.speed, width=rl.width) for rl in res.links]
+                  speed=rl.speed, width=rl.width) for rl in found]
     return Manifest(devices=list(devices.values()), links=links)
 
 
 def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
     """The parsed nodes and links, as ``provision cabling import --json`` prints them."""
+    sharp = set(res.aggregation_nodes)
     return {
         "source": fab.source,
         "nodes": [
-            {"guid": n.guid, "kind": n.kind, "description": n.desc, "ports": n.nports, "lid": n.lid,
+            {"guid": n.guid, "kind": "aggregation_node" if n.guid in sharp else n.kind, "description": n.desc, "ports": n.nports, "lid": n.lid,
              "name": res.names[n.guid].device, "named_by": res.names[n.guid].named_by}
             for n in fab.nodes.values()
         ],
@@ -50,4 +62,10 @@ def fabric_json(fab: DiscoveredFabric, res: ResolvedFabric) -> dict[str, Any]:
         ],
         "down_ports": [{"port": str(ep), "state": st} for ep, st in res.down.values()],
         "director_internal_links": res.internal_links,
+        "sharp_aggregation_links": res.aggregation_links,
+        "ambiguous": [
+            {"kind": amb.kind, "identity": amb.identity, "guids": amb.guids, "descriptions": amb.descriptions,
+             "links": [f"{rl.a} <-> {rl.b}" for rl in amb.links]}
+            for amb in res.ambiguous
+        ],
     }

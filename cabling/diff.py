@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cabling.errors import CablingInputError
-from cabling.findings import Finding, Report
+from cabling.findings import VALIDATE_KINDS, Finding, Report
 from cabling.model import AnyPort, Device, Link, Manifest, PortRef
 from cabling.ports import natural_key
-from cabling.resolve import ResolvedFabric, RLink
+from cabling.resolve import Ambiguity, ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
-# Every kind of validate finding, in report order (JUnit has one test case per kind).
-VALIDATE_KINDS = ("moved", "swapped", "missing", "down", "unexpected", "degraded_width", "degraded_speed",
-                  "identity")
 
 
 def _fmt(ep: AnyPort) -> str:
@@ -45,16 +42,24 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             + ("..." if len(twice) > 3 else ""),
             hint="run 'provision cabling lint' on it and fix rule CAB003 first",
         )
+    # Ports whose identity is ambiguous: nothing planned there is judged, so no fix rests on them.
+    unsure: set[Key] = set()
+    for amb in found.ambiguous:
+        unsure |= amb.keys()
     found_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
     for j, rl in enumerate(found.links):
         found_peer[rl.a.key] = (rl.a, rl.b, j)
         found_peer[rl.b.key] = (rl.b, rl.a, j)
 
-    findings: list[Finding] = []
+    findings: list[Finding] = [_ambiguity(manifest, amb, found.source) for amb in found.ambiguous]
     missing: dict[int, Link] = {}
     matched_found: set[int] = set()
+    unchecked = 0
     for i, lk in enumerate(manifest.links):
         ka, kb = keys[i]
+        if unsure and (ka in unsure or kb in unsure):
+            unchecked += 1
+            continue
         hit = found_peer.get(ka)
         if hit is not None and hit[1].key == kb:
             matched_found.add(hit[2])
@@ -69,7 +74,8 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
                 ))
         else:
             missing[i] = lk
-    unexpected = {j: rl for j, rl in enumerate(found.links) if j not in matched_found}
+    unexpected = {j: rl for j, rl in enumerate(found.links)
+                  if j not in matched_found and not (unsure and (rl.a.key in unsure or rl.b.key in unsure))}
 
     def planned(ep: AnyPort) -> tuple[AnyPort, int] | None:
         got = plan_peer.get(ep.key)
@@ -138,8 +144,9 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             where=f"{rl.source or found.source}:{rl.line}" if rl.line else (rl.source or found.source),
             endpoints=[str(rl.a), str(rl.b)],
         ))
+    ambiguous_guids = {g for amb in found.ambiguous for g in amb.guids}
     for guid, nn in sorted(found.names.items()):
-        if nn.claims:
+        if nn.claims and guid not in ambiguous_guids:
             findings.append(Finding(
                 kind="identity", severity="warning",
                 message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
@@ -153,10 +160,46 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
         "planned_links": len(manifest.links),
         "discovered_links": len(found.links),
         "director_internal_links": found.internal_links,
+        "sharp_aggregation_links": found.aggregation_links,
         "matched_links": len(matched_found),
     }
+    if unchecked:
+        stats["unchecked_links"] = unchecked
     return Report(title=f"validate {manifest.source} against {found.source}",
                   findings=findings, stats=stats)
+
+
+def _ambiguity(manifest: Manifest, amb: Ambiguity, source: str) -> Finding:
+    """The finding for one ambiguous identity: where its cables land and what to fix (not the cables)."""
+    ports = sorted({_fmt(e) for e in amb.peers}, key=natural_key)
+    if len(ports) > 6:  # a switch: name a few of its cables, not 64
+        at = f"{', '.join(ports[:5])} and {len(ports) - 5} more"
+    else:
+        at = " and ".join([", ".join(ports[:-1]), ports[-1]] if len(ports) > 1 else ports)
+    lines = sorted({f"{rl.source or source}:{rl.line}" for rl in amb.links if rl.line})
+    seen = " and ".join(amb.descriptions) if amb.descriptions else "no description"
+    what = "HCAs" if amb.node_kind == "ca" else "switches"
+    if amb.kind == "duplicate_guid":
+        message = (f"GUID 0x{amb.identity} answers at {len(amb.peers)} ports: the cables on {at} reach "
+                   f"{what} sharing one GUID (described as {seen})")
+        fix = (f"find the {what} cabled to {at}, compare the GUID each reports ('ibstat' on the host) with the "
+               f"one on its label, and re-flash or replace the one whose GUID is wrong; validate again "
+               f"(these cables are not checked until then; the manifest needs no change)")
+    elif amb.node_kind == "switch":
+        message = (f"{len(amb.guids)} switches ({', '.join('0x' + g for g in amb.guids)}) all describe "
+                   f"themselves as {amb.identity!r}; their cables land on {at}")
+        fix = (f"give each switch its own node description (or a line per GUID in the node-name map): which "
+               f"of them is {amb.identity} the plan cannot tell; their cables are not checked until then")
+    else:
+        message = (f"{len(amb.guids)} nodes ({', '.join('0x' + g for g in amb.guids)}, described as {seen}) "
+                   f"all resolve to {amb.identity}; their cables land on {at}")
+        fix = ("give each node its own name: fix the node-name map (one line per GUID), the node descriptions, "
+               "or the HCA GUIDs in the manifest; these cables are not checked until then")
+    return Finding(
+        kind=amb.kind, severity="error", message=message, fix=fix,
+        where=", ".join(lines[:3]) or source, endpoints=[str(e) for e in amb.peers],
+        data={"guids": amb.guids, "ports": [str(e) for e in amb.peers]},
+    )
 
 
 def _check_quality(manifest: Manifest, i: int, lk: Link, rl: RLink, findings: list[Finding]) -> None:

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
+# Every kind of validate finding, in report order (JUnit has one test case per kind).
+VALIDATE_KINDS = ("duplicate_guid", "duplicate_name", "moved", "swapped", "missing", "down", "unexpected",
+                  "degraded_width", "degraded_speed", "identity")
 
 
 @dataclass(slots=True)

@@ -10,8 +10,10 @@ import yaml
 from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
+from cabling.formats import MANIFEST_FORMATS
 from cabling.keys import unknown_key
 from cabling.model import Manifest
+from cabling.yamlfast import split_devices, split_links
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -37,6 +39,9 @@ def load_manifest(path: str | Path) -> Manifest:
 
 def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     """Parse manifest text; ``source`` names it in error messages."""
+    fast = _parse_fast(text, source)
+    if fast is not None:
+        return fast
     loader = _Loader(text)
     try:
         # One parse gives both the data and the node marks that error messages point at.
@@ -50,7 +55,8 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     if not isinstance(data, dict):
         raise CablingInputError(
             "a manifest is a mapping with 'devices' and 'links'", file=source, line=1,
-            hint="see docs/cabling.md for the format, or run 'provision cabling plan' for an example",
+            hint="supported: " + "; ".join(MANIFEST_FORMATS) + " (docs/cabling.md; 'provision cabling plan' "
+            "writes an example)",
         )
     try:
         manifest = Manifest.model_validate(data)
@@ -66,6 +72,38 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
             ) from None
         raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
     manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
+    return manifest
+
+
+def _parse_fast(text: str, source: str) -> Manifest | None:
+    """The manifest read with its links block taken line by line (see cabling.yamlfast), or None
+    when that does not apply or anything is wrong: the full parse then finds and reports it."""
+    split = split_links(text)
+    if split is None:
+        return None
+    rest, links, link_lines = split
+    devices = split_devices(rest)
+    if devices is not None:
+        rest = devices[0]
+    loader = _Loader(rest)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict) or data.get("links") != [] or (devices is not None and data.get("devices") != []):
+        return None
+    data["links"] = links
+    if devices is not None:
+        data["devices"] = devices[1]
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError:
+        return None
+    device_lines = devices[2] if devices is not None else _item_lines(root, "devices", "name")
+    manifest.set_origin(source, device_lines, link_lines)
     return manifest
 
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from cabling.discovery.model import ACTIVE, DiscoveredFabric, DNode
+from cabling.discovery.model import ACTIVE, DiscoveredFabric, DNode, is_aggregation_node
 from cabling.model import Manifest, PortRef
 from cabling.ports import director_port
 
 # Vendor default node descriptions carry no host name: the node needs a GUID map.
 _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IGNORECASE)
-_AGGREGATION = "Aggregation Node"
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 
@@ -44,6 +43,25 @@ class NodeName:
     named_by: str = "description"
     model: str | None = None
     claims: str | None = None  # the name its description gives, when a GUID named it otherwise
+    shared_name: bool = False  # its description gives a name another switch's gives too
+
+
+@dataclass
+class Ambiguity:
+    """One identity that names more than one physical port: a GUID two nodes share, or a name two
+    GUIDs resolve to. Its links are set aside: no fix may rest on them."""
+
+    kind: str  # "duplicate_guid" or "duplicate_name"
+    identity: str  # the GUID (hex) or the endpoint name
+    guids: list[str] = field(default_factory=list)
+    descriptions: list[str] = field(default_factory=list)
+    links: list[RLink] = field(default_factory=list)
+    peers: list[PortRef] = field(default_factory=list)  # the far end of each link: where to look
+    node_kind: str = "ca"
+
+    def keys(self) -> set[tuple[str, str]]:
+        """Every named port the set-aside links touch."""
+        return {k for rl in self.links for k in (rl.a.key, rl.b.key)}
 
 
 @dataclass
@@ -53,8 +71,12 @@ class ResolvedFabric:
     links: list[RLink] = field(default_factory=list)
     down: dict[tuple[str, str], tuple[PortRef, str]] = field(default_factory=dict)
     names: dict[str, NodeName] = field(default_factory=dict)
-    internal_links: int = 0
+    internal_links: int = 0  # blade to blade inside a director chassis
+    aggregation_links: int = 0  # switch to its own SHARP aggregation node
     source: str = ""
+    ambiguous: list[Ambiguity] = field(default_factory=list)
+    # Nodes that are not end points of cables a person pulls (SHARP aggregation nodes).
+    aggregation_nodes: list[str] = field(default_factory=list)
 
 
 def name_nodes(
@@ -77,6 +99,16 @@ def name_nodes(
         out[guid] = _name_one(node, name_map, by_guid, switch_descs)
         nn = out[guid]
         nn.device = canon.get(nn.device.casefold(), nn.device)
+    if by_guid:
+        # The manifest's GUID is the stronger evidence: a node only *describing* itself with a name the
+        # manifest gives to another GUID keeps its GUID as its name instead of taking that device's ports.
+        owned = {(nn.device.casefold(), (nn.host_port or "").casefold())
+                 for nn in out.values() if nn.named_by == "manifest GUID"}
+        for guid, nn in out.items():
+            if nn.named_by in ("description", "source") and \
+                    (nn.device.casefold(), (nn.host_port or "").casefold()) in owned:
+                prefix = "H" if nn.kind == "ca" else "S"
+                out[guid] = NodeName(f"{prefix}-{guid}", nn.kind, named_by="GUID", model=nn.model)
     return out
 
 
@@ -103,7 +135,13 @@ def _name_one(
         return _from_text(node, node.desc, "description")
     name, prefix, model = _switch_name(node.desc)
     if switch_descs[name] > 1 and not prefix:
-        return NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
+        nn = NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
+        if model is not None:
+            # "MF0;r03-l1:MQM9700" is a name someone configured, unlike a vendor default: two
+            # switches configured alike are ambiguous, not two unknown switches.
+            nn.claims = name
+            nn.shared_name = True
+        return nn
     return NodeName(name, node.kind, port_prefix=prefix, model=model)
 
 
@@ -163,17 +201,20 @@ def resolve(
     """Name every discovered link end; drops links inside a director chassis (blade to blade)."""
     names = name_nodes(fab, manifest, name_map)
     out = ResolvedFabric(names=names, source=fab.source)
+    sharp = {g for g, n in fab.nodes.items() if is_aggregation_node(n)}
+    out.aggregation_nodes = sorted(sharp)
     for lk in fab.links:
         na, nb = names[lk.a_guid], names[lk.b_guid]
-        if _AGGREGATION in fab.nodes[lk.a_guid].desc or _AGGREGATION in fab.nodes[lk.b_guid].desc:
-            # SHARP aggregation nodes live inside Quantum switches: their "links" are not cables.
-            out.internal_links += 1
+        if sharp and (lk.a_guid in sharp or lk.b_guid in sharp):
+            # A SHARP aggregation node lives inside its Quantum switch: its "link" is not a cable.
+            out.aggregation_links += 1
             continue
         if (na.port_prefix or nb.port_prefix) and na.device == nb.device and na.kind == nb.kind == "switch":
             out.internal_links += 1
             continue
         out.links.append(RLink(endpoint(na, lk.a_port), endpoint(nb, lk.b_port), lk.width, lk.speed, lk.state,
                                lk.line, lk.a_guid, lk.b_guid, lk.a_port, lk.b_port, lk.source))
+    _set_aside_ambiguous(fab, out)
     for (guid, port), state in fab.down_ports.items():
         nn = names.get(guid)
         if nn is None and name_map and guid in name_map:
@@ -183,3 +224,79 @@ def resolve(
             ep = endpoint(nn, port)
             out.down[ep.key] = (ep, state)
     return out
+
+
+def _set_aside_ambiguous(fab: DiscoveredFabric, out: ResolvedFabric) -> None:
+    """Move links whose end identity is ambiguous out of ``out.links`` into ``out.ambiguous``.
+
+    A GUID whose port is cabled twice (or which two node blocks reported) is two devices; two
+    GUIDs whose ends get one name are two devices too. Either way a fix resting on it would be wrong.
+    """
+    # First a cheap pass that only looks for a clash; most fabrics have none.
+    end_of: dict[tuple[str, int | str], int] = {}
+    owner: dict[tuple[str, str], tuple[str, int | str]] = {}
+    shared: dict[str, list[str]] = defaultdict(list)
+    for g, nn in out.names.items():
+        if nn.shared_name and nn.claims:
+            shared[nn.claims.casefold()].append(g)
+    clash = bool(fab.duplicate_guids) or bool(shared)
+    for i, rl in enumerate(out.links):
+        ea, eb = (rl.a_guid, rl.a_num), (rl.b_guid, rl.b_num)
+        if end_of.setdefault(ea, i) != i or end_of.setdefault(eb, i) != i \
+                or owner.setdefault(rl.a.key, ea) != ea or owner.setdefault(rl.b.key, eb) != eb:
+            clash = True
+            break
+    if not clash:
+        return
+    by_end: dict[tuple[str, int | str], list[int]] = defaultdict(list)
+    by_name: dict[tuple[str, str], set[tuple[str, int | str]]] = defaultdict(set)
+    for i, rl in enumerate(out.links):
+        for g, n, ref in ((rl.a_guid, rl.a_num, rl.a), (rl.b_guid, rl.b_num, rl.b)):
+            by_end[(g, n)].append(i)
+            by_name[ref.key].add((g, n))
+    groups: dict[tuple[str, str], Ambiguity] = {}
+    taken: set[int] = set()
+    dup_guids = {g for (g, _n), idx in by_end.items() if len(idx) > 1} | set(fab.duplicate_guids)
+    for (g, n), idx in by_end.items():
+        if g not in dup_guids:
+            continue
+        amb = groups.get(("guid", g))
+        if amb is None:
+            node = fab.nodes.get(g)
+            descs = list(fab.duplicate_guids.get(g, [])) or ([repr(node.desc)] if node else [])
+            amb = groups[("guid", g)] = Ambiguity("duplicate_guid", g, [g], descs,
+                                                  node_kind=node.kind if node else "ca")
+        for i in idx:
+            if i not in taken:
+                taken.add(i)
+                rl = out.links[i]
+                amb.links.append(rl)
+                amb.peers.append(rl.b if (rl.a_guid, rl.a_num) == (g, n) else rl.a)
+    for key, ends in by_name.items():
+        guids = sorted({g for g, _n in ends})
+        if len(ends) < 2 or len(guids) < 2:
+            continue  # one GUID's port twice is a duplicate GUID (above), not a name clash
+        ref = next(r for i in by_end[next(iter(ends))] for r in (out.links[i].a, out.links[i].b) if r.key == key)
+        amb = groups.setdefault(("name", str(ref)), Ambiguity(
+            "duplicate_name", str(ref), guids,
+            [repr(fab.nodes[g].desc) for g in guids if g in fab.nodes]))
+        for end in ends:
+            for i in by_end[end]:
+                if i not in taken:
+                    taken.add(i)
+                    rl = out.links[i]
+                    amb.links.append(rl)
+                    amb.peers.append(rl.b if (rl.a_guid, rl.a_num) == end else rl.a)
+    for name, guids in shared.items():
+        amb = groups.setdefault(("name", name), Ambiguity(
+            "duplicate_name", out.names[guids[0]].claims or name, sorted(guids),
+            [repr(fab.nodes[g].desc) for g in sorted(guids)], node_kind="switch"))
+        mine = set(guids)
+        for i, rl in enumerate(out.links):
+            if i not in taken and (rl.a_guid in mine or rl.b_guid in mine):
+                taken.add(i)
+                amb.links.append(rl)
+                amb.peers.append(rl.b if rl.a_guid in mine else rl.a)
+    if taken or groups:
+        out.links = [rl for i, rl in enumerate(out.links) if i not in taken]
+        out.ambiguous = list(groups.values())

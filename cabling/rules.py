@@ -22,6 +22,7 @@ class LintContext:
 
     manifest: Manifest
     devices: dict[str, Device] = field(init=False)
+    _known: list[tuple[int, Device, Endpoint, Device, Endpoint]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.devices = self.manifest.device_map()
@@ -31,11 +32,16 @@ class LintContext:
         return self.devices.get(ep.device.casefold())
 
     def known_links(self) -> Iterator[tuple[int, Device, Endpoint, Device, Endpoint]]:
-        """Links whose two ends are declared devices."""
-        for i, lk in enumerate(self.manifest.links):
-            da, db = self.device(lk.a), self.device(lk.b)
-            if da is not None and db is not None:
-                yield i, da, lk.a, db, lk.b
+        """Links whose two ends are declared devices (resolved once; most rules walk them)."""
+        if self._known is None:
+            devices = self.devices
+            known = []
+            for i, lk in enumerate(self.manifest.links):
+                da, db = devices.get(lk.a.device.casefold()), devices.get(lk.b.device.casefold())
+                if da is not None and db is not None:
+                    known.append((i, da, lk.a, db, lk.b))
+            self._known = known
+        return iter(self._known)
 
 
 @dataclass(frozen=True)
@@ -93,20 +99,20 @@ def _port_invalid(ctx: LintContext, rule: Rule) -> list[Finding]:
             dev = ctx.device(ep)
             if dev is None:
                 continue
-            where = ctx.manifest.where_link(i)
             if dev.kind == "switch":
                 num = port_number(ep.port)
                 if num is None and switch_port(ep.port) != ep.port:
                     out.append(rule.finding(f"{ep}: {ep.port!r} is not a switch port number", "use 1..radix",
-                                            where, [str(ep)]))
+                                            ctx.manifest.where_link(i), [str(ep)]))
                 elif num is not None and (num < 1 or (dev.ports is not None and num > dev.ports)):
                     out.append(rule.finding(
                         f"{ep}: port {num} is beyond the {dev.ports}-port radix of {dev.name}",
-                        f"use a port in 1..{dev.ports}, or fix 'ports' of {dev.name}", where, [str(ep)]))
+                        f"use a port in 1..{dev.ports}, or fix 'ports' of {dev.name}", ctx.manifest.where_link(i),
+                        [str(ep)]))
             elif dev.hcas and hca_of(ep.port) not in dev.hcas:
                 out.append(rule.finding(
                     f"{ep}: host {dev.name} has no HCA {hca_of(ep.port)!r} (it has {', '.join(dev.hcas)})",
-                    "use one of the host's HCAs, or add it to 'hcas'", where, [str(ep)]))
+                    "use one of the host's HCAs, or add it to 'hcas'", ctx.manifest.where_link(i), [str(ep)]))
     return out
 
 
@@ -117,17 +123,29 @@ def _self_link(ctx: LintContext, rule: Rule) -> list[Finding]:
 
 
 def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
-    import networkx as nx  # imported here: it is slow to load and only this rule needs it
-
     # HCAs do not forward packets, so a host's eight HCAs are eight separate graph nodes:
-    # eight rails joined only through hosts are still eight networks.
-    g: nx.Graph = nx.Graph()
+    # eight rails joined only through hosts are still eight networks. (A union-find: networkx
+    # costs more to import than the whole rule takes on a 12,000-link fabric.)
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(n: tuple[str, str]) -> tuple[str, str]:
+        parent.setdefault(n, n)
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
     for d in ctx.manifest.devices:
         if d.kind == "switch":
-            g.add_node(("sw", d.name.casefold()))
+            root(("sw", d.name.casefold()))
     for _i, da, a, db, b in ctx.known_links():
-        g.add_edge(_gnode(da, a), _gnode(db, b))
-    comps = sorted(nx.connected_components(g), key=lambda c: (-len(c), sorted(c)[0]))
+        ra, rb = root(_gnode(da, a)), root(_gnode(db, b))
+        if ra != rb:
+            parent[ra] = rb
+    groups: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for n in parent:
+        groups[root(n)].add(n)
+    comps = sorted(groups.values(), key=lambda c: (-len(c), min(c)))
     if len(comps) <= 1:
         return []
     names = [_describe_island(ctx, c) for c in comps]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from cabling.discovery.lldp import load_lldp_dir
 from cabling.discovery.model import DiscoveredFabric
 from cabling.discovery.nodemap import load_node_name_map
 from cabling.errors import CablingInputError
+from cabling.formats import DISCOVERY_FORMATS, check_discovery_format, check_manifest_format
 from cabling.manifest import load_manifest
 from cabling.model import Manifest
 from cabling.ndt import load_ndt
@@ -26,6 +28,7 @@ def open_manifest(paths: list[Path]) -> Manifest:
     if not first.exists():
         raise CablingInputError("manifest not found", file=str(first))
     suffix = first.suffix.lower()
+    check_manifest_format(first, _head(first))
     if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(first.read_text(encoding="utf-8", errors="replace"))):
         return load_ndt(list(paths))
     if len(paths) > 1:
@@ -53,9 +56,11 @@ class DiscoveryOptions:
         """The merged discovered fabric and the GUID -> name map from the maps and ibstat files."""
         fabrics: list[DiscoveredFabric] = []
         if self.ibnetdiscover:
-            fabrics.append(load_ibnetdiscover(self.ibnetdiscover))
+            check_discovery_format(self.ibnetdiscover, _head(self.ibnetdiscover), "--ibnetdiscover")
+            fabrics.append(_named(load_ibnetdiscover, self.ibnetdiscover))
         for f in self.iblinkinfo:
-            fabrics.append(load_iblinkinfo(f))
+            check_discovery_format(f, _head(f), "--iblinkinfo")
+            fabrics.append(_named(load_iblinkinfo, f))
         if self.ufm_dir or self.ufm_url:
             # requests and tenacity load slowly; only UFM sources need them.
             from cabling.discovery.ufm import UfmClient, load_ufm_dir
@@ -80,6 +85,25 @@ class DiscoveryOptions:
         if self.ibstat:
             names.update(ibstat_names(self.ibstat, fab))
         return fab, names
+
+
+def _named(load: Callable[[Path], DiscoveredFabric], path: Path) -> DiscoveredFabric:
+    """Run a loader; a file that is not that format at all also hears which formats are read."""
+    try:
+        return load(path)
+    except CablingInputError as exc:
+        if "this is not" in exc.message or exc.line == 1:
+            exc.hint = f"{exc.hint + '; ' if exc.hint else ''}supported: {'; '.join(DISCOVERY_FORMATS)}"
+        raise
+
+
+def _head(path: Path) -> str:
+    """The first 4 KiB of a file as text (to recognise its format); empty if unreadable."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return ""  # the loader reports the error with its own words
 
 
 def ibstat_names(folder: Path, fab: DiscoveredFabric) -> dict[str, str]:

@@ -59,6 +59,7 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabri
     fab = DiscoveredFabric(source=source)
     node: DNode | None = None
     known_kind: set[str] = set()
+    headless: set[str] = set()
     ports: list[_Port] = []
     for lineno, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
         line = raw.strip()
@@ -90,8 +91,12 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabri
         if ldesc is not None and lguid:  # -l form: every line names its node
             g = _guid(lguid)
             node = fab.nodes.setdefault(g, DNode(guid=g, kind="ca", desc=ldesc.strip()))
-        elif node is None:
-            raise CablingInputError("port line before any 'Switch:' or 'CA:' header", file=source, line=lineno)
+        elif node is None or node.guid in headless:
+            # 'iblinkinfo | grep Up' keeps the port lines and drops the headers: a CA's line still
+            # carries its port GUID; a switch is known by its LID (its peers' lines give its name).
+            node = _headless_node(fab, lguid, lid, port)
+            headless.add(node.guid)
+            known_kind.add(node.guid)
         elif node.kind == "ca" and lguid:
             # Block form: a CA header is followed by one line per port, each with its port GUID.
             g = _guid(lguid)
@@ -114,8 +119,29 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabri
         raise CablingInputError("no 'Switch:' or 'CA:' block found: this is not iblinkinfo output",
                                 file=source, line=1)
     _infer_kinds(fab, ports, known_kind)
+    if headless:
+        _name_headless(fab, ports, headless)
     _links(fab, ports)
     return fab
+
+
+def _headless_node(fab: DiscoveredFabric, lguid: str | None, lid: int, port: int) -> DNode:
+    g = _guid(lguid) if lguid else f"lid-{lid}"
+    node = fab.nodes.get(g)
+    if node is None:
+        node = fab.nodes[g] = DNode(guid=g, kind="ca" if lguid else "switch", desc="", lid=lid)
+    if lguid:
+        node.port_guids[port] = g
+    return node
+
+
+def _name_headless(fab: DiscoveredFabric, ports: list[_Port], headless: set[str]) -> None:
+    """Give nodes seen without a header the description their peers' lines print for their LID."""
+    desc_of_lid = {p.peer_lid: p.peer_desc for p in ports if p.peer_lid is not None and p.peer_desc}
+    for g in headless:
+        node = fab.nodes[g]
+        if not node.desc and node.lid in desc_of_lid:
+            node.desc = desc_of_lid[node.lid]
 
 
 def _infer_kinds(fab: DiscoveredFabric, ports: list[_Port], known: set[str]) -> None:

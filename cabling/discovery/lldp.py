@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
             pid = _value(port.get("descr"))  # hosts often send their MAC as port id and ifname as description
         if not chassis_name or not pid:
             raise CablingInputError(f"neighbour on {ifname} has no chassis name or port id", file=source)
+        chassis_name, pid = mac_name(chassis_name), mac_name(pid)
         sid = f"lldp:{chassis_name.casefold()}"
         fab.nodes.setdefault(sid, DNode(guid=sid, kind=kind, desc=chassis_desc or chassis_name,
                                         name=chassis_name))
@@ -67,6 +69,19 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
         # Collected on a switch: its neighbours are hosts, so the local device is the switch.
         fab.nodes[hid].kind = "switch"
     return fab
+
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(?:([:.-]?)[0-9a-fA-F]{2}){5}$|^[0-9a-fA-F]{4}(?:\.[0-9a-fA-F]{4}){2}$")
+
+
+def mac_name(text: str) -> str:
+    """A chassis or port known only by its MAC gets a name without colons: ``mac-4494fc9d550a``.
+
+    ``44:94:fc:9d:55:0a:g17`` cannot be split into device and port; ``mac-4494fc9d550a:g17`` can.
+    """
+    if _MAC.match(text.strip()):
+        return "mac-" + re.sub(r"[:.-]", "", text.strip()).lower()
+    return text
 
 
 def _capabilities(chassis: Any) -> set[str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +23,16 @@ class DNode:
     port_guids: dict[int, str] = field(default_factory=dict)
     # A name given by the source itself (LLDP chassis name, UFM system name, a file name).
     name: str | None = None
+
+
+# SHARP Aggregation Nodes are a virtual CA inside each Quantum switch ("Mellanox Technologies
+# Aggregation Node"; UFM and newer firmware may say "NVIDIA" or "SHARP"): no host, no cable.
+_AGGREGATION = re.compile(r"\baggregation node\b|\bSHARP\b.*\b(?:AN|aggregation)\b", re.IGNORECASE)
+
+
+def is_aggregation_node(node: DNode) -> bool:
+    """Whether ``node`` is a SHARP Aggregation Node (a function of a switch ASIC, not a host)."""
+    return node.kind != "switch" and bool(_AGGREGATION.search(node.desc))
 
 
 @dataclass(slots=True)
@@ -49,6 +60,16 @@ class DiscoveredFabric:
     down_ports: dict[tuple[str, int | str], str] = field(default_factory=dict)
     source: str = ""
     skipped_lines: list[int] = field(default_factory=list)
+    # GUIDs that more than one node block reported: GUID -> "description (line N)" of each.
+    duplicate_guids: dict[str, list[str]] = field(default_factory=dict)
+
+    def note_duplicate(self, guid: str, desc: str, line: int | None) -> None:
+        """Record one of the nodes that share ``guid`` (a mis-flashed or cloned HCA or switch)."""
+        seen = self.duplicate_guids.setdefault(guid, [])
+        where = f"{self.source}:{line}" if line else self.source
+        text = f"{desc!r} ({where})"
+        if text not in seen:
+            seen.append(text)
 
     def merge(self, other: DiscoveredFabric) -> None:
         """Add another source's view; a later link replaces an earlier one on the same ports."""
@@ -72,6 +93,8 @@ class DiscoveredFabric:
             else:
                 self.links[i] = lk
         self.down_ports.update(other.down_ports)
+        for guid, descs in other.duplicate_guids.items():
+            self.duplicate_guids.setdefault(guid, []).extend(d for d in descs if d not in self.duplicate_guids[guid])
         self.source = f"{self.source}+{other.source}" if self.source else other.source
 
 

@@ -24,9 +24,12 @@ def _device_of(endpoint: str) -> str:
 
 def render_svg(manifest: Manifest, report: Report | None = None, max_healthy_links: int = 20000) -> str:
     """SVG text: one row per tier; planned links grey, faulty links coloured, with tooltips."""
+    from cabling.report.fabricmap import device_tiers
+
+    tier_of = device_tiers(manifest)  # from roles, else by distance from the hosts
     tiers: dict[int, list[Device]] = defaultdict(list)
     for d in manifest.devices:
-        tiers[d.tier].append(d)
+        tiers[tier_of.get(d.name.casefold(), d.tier)].append(d)
     for members in tiers.values():
         members.sort(key=lambda d: (d.group or "", d.rail if d.rail is not None else -1, d.name))
     step = 14
@@ -139,7 +142,8 @@ def render_svg(manifest: Manifest, report: Report | None = None, max_healthy_lin
 
 
 def render_html(manifest: Manifest, report: Report | None = None) -> str:
-    """A standalone HTML page: the SVG picture plus the list of findings and fixes."""
+    """A standalone HTML page: the static SVG picture plus the list of findings and fixes
+    (the interactive map is :func:`cabling.report.fabricmap.render_map`)."""
     rows = "".join(
         f"<tr><td>{html.escape(f.severity)}</td><td>{html.escape(f.kind)}</td><td>{html.escape(f.message)}</td>"
         f"<td>{html.escape(f.fix)}</td></tr>" for f in (report.findings if report else []))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from cabling.findings import Report
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -31,6 +33,8 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
             console.print(f"{f.severity} {f.kind}{where} {f.message}" + (f"\n    fix: {f.fix}" if f.fix else ""),
                           markup=False)
     elif report.findings:
+        from rich.table import Table  # here: the summary line alone must not load rich
+
         table = Table(show_lines=False, expand=False)
         table.add_column("severity")
         table.add_column("kind")

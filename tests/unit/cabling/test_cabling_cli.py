@@ -205,3 +205,47 @@ def test_python_dash_m_cabling_runs_alone(fixtures):
     r = subprocess.run([sys.executable, "-c", "import sys, cabling.cli; print('provisioner' in sys.modules)"],
                        capture_output=True, text=True, timeout=120, cwd=fixtures.parents[2])
     assert r.stdout.strip() == "False"  # the package stands alone
+
+
+def test_validate_to_json_loads_only_what_it_uses(fixtures, tmp_path):
+    """The end-to-end time of validate is mostly imports: no planner, simulator, renderer, rich,
+    networkx or provisioner module may come with it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, runpy, sys\n"
+        f"sys.argv = ['cabling', 'validate', '-m', {str(fixtures / 'small-fabric.yaml')!r}, '--iblinkinfo',"
+        f" {str(fixtures / 'small-fabric.iblinkinfo')!r}, '-f', 'json', '-o', {str(tmp_path / 'r.json')!r}]\n"
+        "heavy = ('rich', 'networkx', 'provisioner', 'requests', 'cabling.plan', 'cabling.simulate',"
+        " 'cabling.report.svg', 'cabling.report.fabricmap', 'cabling.naming')\n"
+        "real_exit = os._exit\n"
+        "def report(code):\n"
+        "    print('rc', code)\n"
+        "    print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n"
+        "    sys.stdout.flush()\n"
+        "    real_exit(0)\n"
+        "os._exit = report  # python -m cabling ends with os._exit\n"
+        "runpy.run_module('cabling', run_name='__main__')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       cwd=fixtures.parents[2])
+    assert r.stdout.splitlines() == ["rc 3", "[]"], r.stdout + r.stderr
+    assert (tmp_path / "r.json").exists()
+
+
+def test_python_dash_m_cabling_exits_with_the_findings_code_and_flushed_output(fixtures, tmp_path):
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "cabling", "validate", "-m", str(fixtures / "small-fabric.yaml"),
+            "--iblinkinfo", str(fixtures / "small-fabric.iblinkinfo")]
+    r = subprocess.run([*base, "-f", "json", "-o", str(tmp_path / "r.json")], capture_output=True, text=True,
+                       timeout=120, cwd=fixtures.parents[2])
+    assert r.returncode == 3 and "error(s)" in r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["findings"]
+    r = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=fixtures.parents[2])
+    assert r.returncode == 3 and "fix: swap the cables in l1 ports 3 and 4" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cabling", "lint", str(tmp_path / "none.yaml")], capture_output=True,
+                       text=True, timeout=120, cwd=fixtures.parents[2])
+    assert r.returncode == 2 and "manifest not found" in r.stderr
