@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
+from cabling.textio import read_text
 
 COLUMNS = ("cable", "a_device", "a_port", "a_rack", "a_u", "b_device", "b_port", "b_rack", "b_u",
            "type", "length_m", "speed", "width")
@@ -43,16 +44,19 @@ def export_csv(manifest: Manifest) -> str:
 def import_csv(path: str | Path, base: Manifest | None = None) -> Manifest:
     """Read a cable list; devices come from ``base`` (a YAML manifest) or are inferred from ports."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read CSV: {exc.strerror}", file=str(p)) from None
-    return parse_csv(text, str(p), base)
+    return parse_csv(read_text(p, "CSV cable list", encoding="utf-8-sig"), str(p), base)
 
 
 def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) -> Manifest:
     """Parse a cable list; a bad row is an error naming its line and column."""
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _parse_rows(reader, source, base)
+    except csv.Error as exc:  # an oversized field, a NUL byte
+        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=reader.line_num) from None
+
+
+def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None) -> Manifest:
     fields = [f.strip() for f in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in fields]
     if missing:
@@ -65,6 +69,12 @@ def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) ->
     locations: dict[str, Location] = {}
     for row in reader:
         line = reader.line_num
+        extra = [c for c in row.pop(None, []) if c.strip()]
+        if extra:
+            raise CablingInputError(
+                f"row has {len(extra)} more cell(s) than the header names ({extra[0][:30]!r}...)",
+                file=source, line=line, hint="add the column to the header or remove the extra cells",
+            )
         row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
         if not any(row.values()):
             continue

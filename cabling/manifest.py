@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
 from cabling.model import Manifest
+from cabling.textio import read_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -18,10 +19,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_manifest(path: str | Path) -> Manifest:
     """Load a YAML (or JSON) manifest; errors name the file, line and key and say how to fix it."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read manifest: {exc.strerror}", file=str(p)) from None
+    text = read_text(p, "manifest")
     if p.suffix.lower() == ".json":
         # JSON skips the YAML parser (the slow part on 10^4 links); on any error the YAML path,
         # which also reads JSON, re-parses to point at the line.
@@ -41,9 +39,12 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         # One parse gives both the data and the node marks that error messages point at.
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise CablingInputError(f"not valid YAML: {exc.problem}", file=source, line=line) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, text, source) from None
+    except RecursionError:
+        raise CablingInputError("nested too deeply to be a manifest", file=source) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a tagged scalar (!!int, !!timestamp) out of range
+        raise CablingInputError(f"not valid YAML: {str(exc)[:120]}", file=source) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -62,6 +63,22 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
     manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
     return manifest
+
+
+def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> CablingInputError:
+    """A typed error naming the line of any YAML error (marked ones and the reader's bad characters)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        return CablingInputError(f"not valid YAML: {problem}", file=source,
+                                 line=mark.line + 1 if mark else None)
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        return CablingInputError(
+            f"not valid YAML: character {exc.character!r} is not allowed", file=source, line=line,
+            hint="remove control characters; YAML allows only printable text, tabs and newlines",
+        )
+    return CablingInputError(f"not valid YAML: {str(exc)[:120]}", file=source)
 
 
 def dump_manifest(manifest: Manifest) -> str:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
 from cabling.ports import host_port, is_switch_port, switch_port
 from cabling.speeds import normalize_speed
+from cabling.textio import read_text
 
 REQUIRED = ("StartDevice", "StartPort", "EndDevice", "EndPort")
 _HOST_IB_PORT = re.compile(r"^IB Port \d+$", re.IGNORECASE)
@@ -25,10 +28,7 @@ def load_ndt(paths: list[Path] | list[str]) -> Manifest:
     seen: set[frozenset[tuple[str, str]]] = set()
     for path in paths:
         p = Path(path)
-        try:
-            raw = p.read_bytes().decode("utf-8-sig", errors="replace")
-        except OSError as exc:
-            raise CablingInputError(f"cannot read NDT file: {exc.strerror}", file=str(p)) from None
+        raw = read_text(p, "NDT file", strict=False, encoding="utf-8-sig")
         for link, line in _parse(raw, str(p), locations):
             # Switch-to-switch NDTs often list each cable from both ends; UFM treats that as one.
             key = frozenset((link.a.key, link.b.key))
@@ -51,7 +51,7 @@ def _parse(text: str, source: str, locations: dict[str, Location]) -> list[tuple
     header: dict[str, int] | None = None
     u_cols: list[int] = []
     out: list[tuple[Link, int]] = []
-    for row in reader:
+    for row in _rows(reader, source):
         line = reader.line_num
         cells = [c.strip() for c in row]
         if not any(cells):
@@ -69,6 +69,13 @@ def _parse(text: str, source: str, locations: dict[str, Location]) -> list[tuple
     if not out:
         raise CablingInputError("NDT file has a header but no links", file=source, line=1)
     return out
+
+
+def _rows(reader: Any, source: str) -> Iterator[list[str]]:
+    try:
+        yield from reader
+    except csv.Error as exc:  # an oversized field
+        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=reader.line_num) from None
 
 
 def _header(cells: list[str], source: str, line: int) -> tuple[dict[str, int], list[int]]:
@@ -114,7 +121,7 @@ def _port(device: str, text: str, column: str, source: str, line: int) -> str:
 
 
 def _u(text: str) -> int | None:
-    m = re.fullmatch(r"U?(\d+)", text.strip(), re.IGNORECASE)
+    m = re.fullmatch(r"U?(\d{1,9})", text.strip(), re.IGNORECASE)
     return int(m.group(1)) if m else None
 
 

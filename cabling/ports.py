@@ -55,4 +55,6 @@ def hca_of(port: str) -> str:
 
 def natural_key(text: str) -> tuple[object, ...]:
     """Sort key that orders ``gpu2`` before ``gpu10`` and ``port 9`` before ``port 17``."""
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+    # Digit runs compare by value without int(): a 4,300-digit run is past int()'s limit.
+    parts = re.split(r"(\d+)", text)  # odd positions are the digit runs
+    return tuple((len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t for i, t in enumerate(parts))

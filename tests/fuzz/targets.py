@@ -1,0 +1,335 @@
+"""Every parser and loader the project has for outside input, with the real samples that seed it.
+
+A target takes the bytes of one (mutated) input, writes them where the loader reads them, and calls
+it. The property: the call returns, or raises the target's typed error; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures"
+CORPUS = FIX / "corpus"
+
+Run = Callable[[bytes, Path], Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One parser/loader: its seeds, how to call it, the typed errors it may raise."""
+
+    name: str
+    seeds: tuple[Path, ...]
+    run: Run
+    errors: tuple[type[BaseException], ...]
+    # The file name every typed error must name (None: the parser gets text, not a file).
+    names_file: str | None = None
+    # Turns a recording into this target's format (e.g. a YAML manifest into JSON).
+    convert: Callable[[bytes], bytes] | None = None
+
+    def seed_bytes(self) -> list[bytes]:
+        raw = [p.read_bytes() for p in self.seeds]
+        return [self.convert(b) for b in raw] if self.convert else raw
+
+
+def _files(folder: Path, pattern: str = "*") -> tuple[Path, ...]:
+    found = tuple(sorted(p for p in folder.glob(pattern) if p.is_file() and p.name != "PROVENANCE.md"))
+    assert found, f"no seed files {pattern} in {folder}"
+    return found
+
+
+def _write(work: Path, name: str, data: bytes) -> Path:
+    path = work / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _text(data: bytes) -> str:
+    # Remote command output reaches the health parsers decoded this way (health/ssh.py).
+    return data.decode("utf-8", errors="replace")
+
+
+# --- inventory ---------------------------------------------------------------------------------
+
+
+def _site(data: bytes, work: Path) -> Any:
+    from provisioner.inventory import load_site
+
+    return load_site(_write(work, "site/site.yml", data))
+
+
+_SITE_FOR_SECRETS = """\
+site: fuzz
+networks:
+  bmc: {{cidr: 10.0.0.0/24}}
+credentials:
+  bmc: {{username: root, password: {ref}}}
+profiles:
+  p: {{gpus: 8}}
+racks:
+  - name: r1
+    index: 1
+    hosts:
+      - {{name: h1, u: 1, profile: p, bmc: {{credentials: bmc}}}}
+"""
+
+
+def _secret_file(data: bytes, work: Path) -> Any:
+    from provisioner.inventory import load_site
+    from provisioner.inventory.credentials import resolve_credentials
+
+    secret = _write(work, "secret/bmc.password", data)
+    site = _write(work, "site/site.yml", _SITE_FOR_SECRETS.format(ref=f"{{file: {secret}}}").encode())
+    return resolve_credentials(load_site(site), "bmc")
+
+
+def _vault(plain: bytes, work: Path) -> Any:
+    import os
+
+    from ansible.constants import DEFAULT_VAULT_ID_MATCH
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    from provisioner.inventory import load_site
+    from provisioner.inventory.credentials import resolve_credentials
+
+    pw = _write(work, "vault.pass", b"fuzz-vault-password\n")
+    vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(b"fuzz-vault-password"))])
+    _write(work, "site/vault.yml", vault.encrypt(plain))
+    site = _write(work, "site/site.yml",
+                  _SITE_FOR_SECRETS.format(ref="{vault: vault.yml, key: bmc_password}").encode())
+    old = os.environ.get("PROVISIONER_VAULT_PASSWORD_FILE")
+    os.environ["PROVISIONER_VAULT_PASSWORD_FILE"] = str(pw)
+    try:
+        return resolve_credentials(load_site(site), "bmc")
+    finally:
+        if old is None:
+            os.environ.pop("PROVISIONER_VAULT_PASSWORD_FILE", None)
+        else:
+            os.environ["PROVISIONER_VAULT_PASSWORD_FILE"] = old
+
+
+# --- cabling -----------------------------------------------------------------------------------
+
+
+def _manifest(suffix: str) -> Run:
+    def run(data: bytes, work: Path) -> Any:
+        from cabling.sources import open_manifest
+
+        return open_manifest([_write(work, f"manifest{suffix}", data)])
+
+    return run
+
+
+def _yaml_to_json(data: bytes) -> bytes:
+    import yaml
+
+    return json.dumps(yaml.safe_load(data), indent=1).encode()
+
+
+def _yaml_to_csv(data: bytes) -> bytes:
+    from cabling.csvio import export_csv
+    from cabling.manifest import parse_manifest
+
+    return export_csv(parse_manifest(data.decode())).encode()
+
+
+def _ndt(data: bytes, work: Path) -> Any:
+    from cabling.ndt import load_ndt
+
+    return load_ndt([_write(work, "fabric.ndt", data)])
+
+
+def _loader(module: str, func: str, name: str) -> Run:
+    def run(data: bytes, work: Path) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), func)(_write(work, name, data))
+
+    return run
+
+
+def _guid_list(data: bytes, work: Path) -> Any:
+    from cabling.discovery.nodemap import parse_guid_list
+
+    return parse_guid_list(_text(data), "guids.txt")
+
+
+def _ufm(which: str) -> Run:
+    def run(data: bytes, work: Path) -> Any:
+        from cabling.discovery.ufm import RESOURCES, load_ufm_dir
+
+        d = work / "ufm"
+        for name in RESOURCES:
+            body = data if name == which else (FIX / "cabling" / "ufm" / f"{name}.json").read_bytes()
+            _write(d, f"{name}.json", body)
+        return load_ufm_dir(d)
+
+    return run
+
+
+def _ibstat_dir(data: bytes, work: Path) -> Any:
+    from cabling.discovery.iblinkinfo import load_iblinkinfo
+    from cabling.sources import ibstat_names
+
+    fab = load_iblinkinfo(FIX / "cabling" / "small-fabric.iblinkinfo")
+    _write(work, "ibstat/gpu001.txt", data)
+    return ibstat_names(work / "ibstat", fab)
+
+
+# --- health collectors -------------------------------------------------------------------------
+
+
+def _health(func: str, module: str, lines: bool = False) -> Run:
+    def run(data: bytes, work: Path) -> Any:
+        import importlib
+
+        parse = getattr(importlib.import_module(f"provisioner.health.{module}"), func)
+        text = _text(data)
+        return parse(text.splitlines() if lines else text)
+
+    return run
+
+
+# --- Redfish and MAAS JSON ---------------------------------------------------------------------
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None  # the transport rejects non-JSON before any parser sees it
+
+
+def _redfish(data: bytes, work: Path) -> Any:
+    """Every pure Redfish parser over one resource (each takes the JSON object of a resource)."""
+    from provisioner.bmc import redfish_parse as rp
+
+    doc = _json_or_none(data)
+    if not isinstance(doc, dict):
+        return None
+    out: list[Any] = [
+        rp.parse_ethernet_interface(doc), rp.parse_drive(doc), rp.parse_simple_storage(doc),
+        rp.parse_firmware(doc), rp.allowable_values(doc, "ResetType"),
+        rp.reset_types_from_action_info(doc), rp.is_host_interface(doc), rp.function_port_link(doc),
+        rp.parse_datetime(doc.get("DateTime")), rp.norm_mac(doc.get("MACAddress")),
+        rp.link_list(doc.get("Members")), rp.is_infiniband(doc, doc, str(doc.get("Id"))),
+    ]
+    for port in (doc, None):
+        out.append(rp.parse_device_function(doc, port, str(doc.get("Id")), "x"))
+    return out
+
+
+def _maas(model_name: str) -> Run:
+    def run(data: bytes, work: Path) -> Any:
+        from provisioner.deploy.maas import models
+        from provisioner.deploy.maas.client import _parse
+
+        doc = _json_or_none(data)
+        model = getattr(models, model_name)
+        items = doc if isinstance(doc, list) else [doc]
+        out = []
+        for item in items:
+            obj = _parse(model, item, f"GET {model_name}")
+            for prop in ("size_gb", "node_status", "macs", "describe", "line"):
+                attr = getattr(obj, prop, None)
+                out.append(attr() if callable(attr) else attr)
+        return out
+
+    return run
+
+
+def targets() -> list[Target]:
+    """All targets; the seeds are the real recordings and the project's own fixtures."""
+    from cabling.errors import CablingError
+    from provisioner.exceptions import ProvisionerError
+
+    prov = (ProvisionerError,)
+    cab = (CablingError,)
+    ib = CORPUS / "ib"
+    gpu = CORPUS / "pcie-gpu"
+    health = FIX / "health"
+    nvsmi = gpu / "nvidia-smi-q-8xh100-and-others-gpud"
+    dmesg = gpu / "dmesg-nvrm-xid-gpud"
+    redfish_dirs = [CORPUS / "redfish" / "sushy-unit-test-json-samples" / "json_samples",
+                    *sorted(p for p in (CORPUS / "redfish").iterdir() if p.is_dir())]
+    redfish_seeds = tuple(sorted({f for d in redfish_dirs for f in d.rglob("*.json")}))[:400]
+    return [
+        Target("inventory.load_site", (ROOT / "inventory/example/site.yml", FIX / "maas/site/site.yml",
+                                       FIX / "health/site-48/site.yml"), _site, prov, "site.yml"),
+        Target("inventory.secret_file", (FIX / "deploy/seed-meta-data",), _secret_file, prov,
+               "site.yml"),
+        Target("inventory.vault", (FIX / "deploy/seed-meta-data",), _vault, prov, "vault.yml",
+               lambda b: b"bmc_password: " + b.splitlines()[0] + b"\nother: [1, 2]\n"),
+        Target("cabling.manifest.yaml", (FIX / "cabling/small-fabric.yaml", FIX / "cabling/roce-plan.yaml"),
+               _manifest(".yaml"), cab, "manifest.yaml"),
+        Target("cabling.manifest.json", (FIX / "cabling/small-fabric.yaml", FIX / "cabling/roce-plan.yaml"),
+               _manifest(".json"), cab, "manifest.json", _yaml_to_json),
+        Target("cabling.manifest.cablelist", (FIX / "cabling/small-fabric.yaml", FIX / "cabling/roce-plan.yaml"),
+               _manifest(".csv"), cab, "manifest.csv", _yaml_to_csv),
+        Target("cabling.manifest.csv", (ib / "ufm-ndt-cabling-validation-dgx-a100-director/ndt/other/ndt.csv",
+                                        ib / "ufm-ndt-cabling-validation-dgx-a100-director/ndt/other/ndth2s.csv"),
+               _manifest(".csv"), cab, "manifest.csv"),
+        Target("cabling.ndt", _files(ib / "ufm-ndt-cabling-validation-dgx-a100-director/ndt", "*/*.ndt"),
+               _ndt, cab, "fabric.ndt"),
+        Target("cabling.ibnetdiscover", (*_files(ib / "ibnetdiscover-ens-lyon-x5-qdr-ddr"),
+                                         ib / "ufm-ndt-cabling-validation-dgx-a100-director/ibnetdiscover_director.txt"),
+               _loader("cabling.discovery.ibnetdiscover", "load_ibnetdiscover", "fabric.txt"), cab,
+               "fabric.txt"),
+        Target("cabling.iblinkinfo", (FIX / "cabling/small-fabric.iblinkinfo",),
+               _loader("cabling.discovery.iblinkinfo", "load_iblinkinfo", "links.txt"), cab, "links.txt"),
+        Target("cabling.ibstat", _files(ib / "ibstat-a100-h100-gpud"),
+               _loader("cabling.discovery.ibstat", "load_ibstat", "ibstat.txt"), cab, "ibstat.txt"),
+        Target("cabling.ibstat_dir", _files(ib / "ibstat-a100-h100-gpud"), _ibstat_dir, cab, "gpu001.txt"),
+        Target("cabling.node_name_map", _files(ib / "node-name-map-rdma-core-example"),
+               _loader("cabling.discovery.nodemap", "load_node_name_map", "names.map"), cab, "names.map"),
+        Target("cabling.guid_list", _files(ib / "node-name-map-rdma-core-example"), _guid_list, cab,
+               "guids.txt"),
+        Target("cabling.lldp", (*_files(FIX / "cabling/lldp"), *_files(FIX / "cabling/lldp-switch"),
+                                *_files(CORPUS / "lldp/lldpctl-json-cumulus-bluefield-dpu-nvidia-bmm")),
+               _loader("cabling.discovery.lldp", "load_lldp_dir", "gpu009.json"), cab, "gpu009.json"),
+        *(Target(f"cabling.ufm.{r}", (FIX / f"cabling/ufm/{r}.json",), _ufm(r), cab, "ufm")
+          for r in ("systems", "ports", "links")),
+        Target("health.nvsmi", (*_files(nvsmi, "*valid*"), *_files(health, "nvidia-smi-q.*")),
+               _health("parse_nvsmi", "nvsmi"), prov),
+        Target("health.nvlink_status", (nvsmi / "nvidia-smi.nvlink.status.a100",
+                                        health / "nvlink-status.h100x2.one-inactive.txt"),
+               _health("parse_nvlink_status", "nvlink"), prov),
+        Target("health.nvlink_errors", _files(health, "nvlink-errors.*"),
+               _health("parse_nvlink_errors", "nvlink"), prov),
+        Target("health.lspci", (*_files(gpu / "lspci-vvv-hgx-h100-gpud"), *_files(health, "lspci-*")),
+               _health("parse_lspci", "pcie"), prov),
+        Target("health.pcie_bandwidth", _files(dmesg), _health("parse_bandwidth_warnings", "pcie", True), prov),
+        Target("health.ibstat", (*_files(ib / "ibstat-a100-h100-gpud"), health / "ibstat.ndr-one-port-200g.txt"),
+               _health("parse_ibstat", "ib"), prov),
+        Target("health.ib_counters", _files(health, "ib-counters.*"), _health("parse_counters", "ib"), prov),
+        Target("health.transceivers", (health / "mlxlink-m.two-ports.txt",),
+               _health("parse_transceivers", "ib"), prov),
+        Target("health.xid", (*_files(dmesg), *_files(health, "*.log")),
+               _health("parse_kernel_log", "xid", True), prov),
+        Target("health.serials", (*_files(dmesg), *_files(health, "*.log")),
+               _health("serials_from_kernel_log", "xid", True), prov),
+        Target("health.sections", _files(health, "*.txt")[:4], _health("parse_sections", "collector"), prov),
+        Target("redfish.parse", redfish_seeds, _redfish, prov),
+        *(Target(f"maas.{m}", (FIX / f"maas/{f}.json",), _maas(m), prov)
+          for m, f in (("Machine", "machine"), ("BlockDevice", "blockdevices"), ("Subnet", "subnets"),
+                       ("NodeDevice", "devices-gpu"), ("BootResource", "boot-resources"))),
+    ]
+
+
+def check(target: Target, data: bytes, work: Path) -> BaseException | None:
+    """Run one case; return the exception that breaks the rule (None: parsed or typed error)."""
+    try:
+        target.run(data, work)
+    except target.errors as exc:
+        if target.names_file and target.names_file not in str(exc):
+            return AssertionError(f"typed error does not name {target.names_file!r}: {exc}")
+        return None
+    except Exception as exc:  # the property: nothing else may escape
+        return exc
+    return None
