@@ -5,6 +5,7 @@ Kept free of I/O so every recorded vendor mockup can be parsed in unit tests.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -45,11 +46,26 @@ def link_list(value: Any) -> list[str]:
 def _int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None  # JSON allows 1e999 (inf)
+    if isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only ("²".isdigit() is True), and short: int() refuses 4,300+ digits
+        if text.isascii() and text.isdigit() and len(text) <= 30:
+            return int(text)
     return None
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a BMC may send any type anywhere)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def _link_state(value: Any) -> bool | None:
@@ -117,10 +133,10 @@ def parse_device_function(
     function: dict[str, Any], port: dict[str, Any] | None, adapter_id: str
 ) -> NicPort | None:
     """A Chassis NetworkAdapters device function (+ its physical port) as a NicPort."""
-    eth = function.get("Ethernet") or {}
+    eth = _obj(function.get("Ethernet"))
     mac = norm_mac(eth.get("PermanentMACAddress")) or norm_mac(eth.get("MACAddress"))
     if not mac and port:
-        addrs = port.get("AssociatedNetworkAddresses") or []
+        addrs = _items(port.get("AssociatedNetworkAddresses"))
         mac = next((m for m in (norm_mac(a) for a in addrs) if m), None)
     if not mac:
         return None
@@ -146,7 +162,7 @@ def parse_device_function(
 
 def function_port_link(function: dict[str, Any]) -> str | None:
     """The physical port a device function is assigned to, wherever the schema version puts it."""
-    links = function.get("Links") or {}
+    links = _obj(function.get("Links"))
     candidates = [
         odata_id(links.get("PhysicalPortAssignment")),
         odata_id(function.get("PhysicalPortAssignment")),
@@ -191,7 +207,7 @@ def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort
 def parse_drive(drive: dict[str, Any]) -> Drive:
     """A Redfish Drive resource."""
     wwn = None
-    for ident in drive.get("Identifiers") or []:
+    for ident in _items(drive.get("Identifiers")):
         if isinstance(ident, dict) and ident.get("DurableName"):
             fmt = str(ident.get("DurableNameFormat") or "").upper()
             if fmt in {"NAA", "EUI", "NGUID", "WWN", "FC_WWN"} or wwn is None:
@@ -211,10 +227,10 @@ def parse_simple_storage(simple: dict[str, Any]) -> list[Drive]:
     """The Devices of a SimpleStorage resource (older BMCs, DMTF mockups)."""
     out = []
     sid = str(simple.get("Id") or "")
-    for index, dev in enumerate(simple.get("Devices") or []):
+    for index, dev in enumerate(_items(simple.get("Devices"))):
         if not isinstance(dev, dict):
             continue
-        state = str((dev.get("Status") or {}).get("State") or "Enabled")
+        state = str(_obj(dev.get("Status")).get("State") or "Enabled")
         if state == "Absent":
             continue
         out.append(
@@ -282,7 +298,7 @@ def allowable_values(resource: dict[str, Any], prop: str) -> list[str] | None:
 
 def reset_types_from_action_info(info: dict[str, Any]) -> list[str] | None:
     """ResetType allowable values from an ActionInfo resource (Supermicro, OpenBMC)."""
-    for param in info.get("Parameters") or []:
+    for param in _items(info.get("Parameters")):
         if isinstance(param, dict) and param.get("Name") == "ResetType":
             values = param.get("AllowableValues")
             if isinstance(values, list):

@@ -63,19 +63,38 @@ def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
     try:
         spec = SiteSpec.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(exc, lines) from None
+        raise _validation_error(exc, lines, data) from None
     return _resolve(spec, path, lines)
 
 
-def _validation_error(exc: ValidationError, lines: LineMap) -> InventoryError:
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """The part of a pydantic error location that is keys and indices of the file's data.
+
+    Pydantic adds steps of its own (``function-after[...]``, union member tags); a user's key may
+    contain ``[`` too, so the data itself decides which step is a key. The last step stays even
+    when the data lacks it: it is the missing key.
+    """
+    path: list[str | int] = []
+    node = data
+    for i, part in enumerate(loc):
+        in_dict = isinstance(node, dict) and part in node
+        if in_dict or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+            path.append(part)
+            node = node[part]
+        elif i == len(loc) - 1 and isinstance(part, str | int) and not str(part).endswith("]"):
+            path.append(part)
+    return tuple(path)
+
+
+def _validation_error(exc: ValidationError, lines: LineMap, data: Any = None) -> InventoryError:
     first = exc.errors()[0]
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p))
+    loc = _data_path(data, tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
     hint = None
-    if first["type"] == "extra_forbidden":
+    if first["type"] == "extra_forbidden" and loc:
         msg = f"unknown key {loc[-1]!r}"
         hint = "check its spelling against docs/inventory.md"
-    elif first["type"] == "missing":
+    elif first["type"] == "missing" and loc:
         msg = f"missing required key {loc[-1]!r}"
     more = len(exc.errors()) - 1
     if more:

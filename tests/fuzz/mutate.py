@@ -108,8 +108,9 @@ YAML_LINES = (
     b"'",
     b'"\\',
 )
-WRONG_JSON = (None, True, False, 0, -1, 1.5, 1e308, "", "x", "[/]x", [], {}, [1], [None], {"a": 1},
-              {"@odata.id": 5}, "9" * 5000, int("9" * 30), [[[]]], {"": None})
+WRONG_JSON = (None, True, False, 0, -1, 1.5, 1e308, float("inf"), float("-inf"), float("nan"), 10**400,
+              "", "x", "[/]x", [], {}, [1], [None], {"a": 1}, {"@odata.id": 5}, "9" * 5000,
+              "\u00b2", int("9" * 30), [[[]]], {"": None})
 
 _DIGITS = re.compile(rb"\d+(?:\.\d+)?")
 _KEY = re.compile(rb"[A-Za-z_][A-Za-z0-9_@.\-]*(?=\s*[:=\"])")

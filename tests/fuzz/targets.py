@@ -71,7 +71,7 @@ networks:
 credentials:
   bmc: {{username: root, password: {ref}}}
 profiles:
-  p: {{gpus: 8}}
+  p: {{gpus: 8, provisioning_nic: {{port_id: NIC.1}}}}
 racks:
   - name: r1
     index: 1
@@ -221,7 +221,7 @@ def _redfish(data: bytes, work: Path) -> Any:
         rp.link_list(doc.get("Members")), rp.is_infiniband(doc, doc, str(doc.get("Id"))),
     ]
     for port in (doc, None):
-        out.append(rp.parse_device_function(doc, port, str(doc.get("Id")), "x"))
+        out.append(rp.parse_device_function(doc, port, str(doc.get("Id"))))
     return out
 
 
