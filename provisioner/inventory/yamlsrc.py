@@ -95,9 +95,9 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = _construct(loader, key_node, path, lines)
-            if not isinstance(key, str | int | float | bool | None):
+            if not isinstance(key, str | int):
                 raise InventoryError(
-                    f"a key must be plain text, not a {type(key).__name__}",
+                    f"a key must be text, not {key!r:.40}",
                     file=str(lines.file),
                     line=key_node.start_mark.line + 1,
                     key=dotted(path) or None,
