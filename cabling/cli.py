@@ -12,6 +12,8 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from cabling.asbuilt import as_built, fabric_json
 from cabling.csvio import export_csv
@@ -54,8 +56,8 @@ cabling_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 class Format(StrEnum):
@@ -73,7 +75,8 @@ def _errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except CablingError as exc:
-            err.print(f"[bold red]error:[/] {exc}", markup=True)
+            # The message is text (file names, keys, device names): never Rich markup.
+            err.print(Text.assemble(("error:", "bold red"), " ", str(exc)))
             raise typer.Exit(int(exc.exit_code)) from None
 
     return wrapper
@@ -287,9 +290,11 @@ def name_switches(
     _write(format_node_name_map(result.names, "node-name-map written by 'provision cabling name-switches'"),
            output)
     for guid, why in sorted(result.ambiguous.items()):
-        err.print(f"[yellow]ambiguous[/] 0x{guid} ({result.current.get(guid, '?')}): {why}", markup=True)
+        err.print(f"[yellow]ambiguous[/] 0x{guid} ({escape(result.current.get(guid, '?'))}): {escape(why)}",
+                  markup=True)
     for guid, why in sorted(result.unmatched.items()):
-        err.print(f"[yellow]unmatched[/] 0x{guid} ({result.current.get(guid, '?')}): {why}", markup=True)
+        err.print(f"[yellow]unmatched[/] 0x{guid} ({escape(result.current.get(guid, '?'))}): {escape(why)}",
+                  markup=True)
     renamed = sum(1 for g, n in result.names.items() if result.current.get(g) != n)
     internal = f" (of them {len(result.internal)} director spine blades, named after their chassis)" \
         if result.internal else ""

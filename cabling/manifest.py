@@ -75,10 +75,14 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> CablingInputErro
     if isinstance(exc, yaml.reader.ReaderError):
         line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
         return CablingInputError(
-            f"not valid YAML: character {exc.character!r} is not allowed", file=source, line=line,
+            f"not valid YAML: character {_char(exc.character)} is not allowed", file=source, line=line,
             hint="remove control characters; YAML allows only printable text, tabs and newlines",
         )
     return CablingInputError(f"not valid YAML: {str(exc)[:120]}", file=source)
+
+
+def _char(character: object) -> str:
+    return f"U+{character:04X}" if isinstance(character, int) else repr(character)
 
 
 def dump_manifest(manifest: Manifest) -> str:

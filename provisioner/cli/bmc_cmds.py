@@ -19,12 +19,12 @@ from provisioner.bmc.discovery import (
     facts_to_dict,
 )
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors, is_tty
+from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.inventory import Host, Site, load_site
 from provisioner.state import NodeState, StateStore
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 ParallelOption = typer.Option(
     None, "--parallel", min=1, help="BMCs at once (default: settings.redfish.max_parallel)."
@@ -168,9 +168,9 @@ def discover(
         console.print(_discovery_table(results, max_skew))
         for res in results:
             if not res.ok:
-                err.print(f"[red]{res.host}[/] {res.reason}: {res.error}")
+                err.print(f"[red]{res.host}[/] {res.reason}: {plain(res.error)}")
             for warning in res.warnings:
-                err.print(f"[yellow]{res.host}[/] warning: {warning}")
+                err.print(f"[yellow]{res.host}[/] warning: {plain(warning)}")
         for host, skew in skewed.items():
             err.print(f"[yellow]{host}[/] BMC clock is off by {skew:+.0f}s "
                       f"(more than max_clock_skew_s={max_skew:g})")
@@ -189,7 +189,7 @@ def _action_table(title: str, results: Sequence[ActionResult]) -> Table:
             detail = res.detail + ("; " + "; ".join(res.warnings) if res.warnings else "")
             table.add_row(res.host, "[green]ok[/]", detail)
         else:
-            table.add_row(res.host, f"[red]{res.reason}[/]", res.error or "")
+            table.add_row(res.host, f"[red]{res.reason}[/]", plain(res.error or ""))
     return table
 
 

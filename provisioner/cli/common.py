@@ -12,7 +12,7 @@ from rich.console import Console
 
 DEFAULT_SITE = "lab"
 
-console = Console(highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, emoji=False)  # `host:100:` is not an emoji
 
 SiteOption = typer.Option(
     None,

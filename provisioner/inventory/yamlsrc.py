@@ -71,7 +71,7 @@ def load_yaml(file: Path) -> tuple[Any, LineMap]:
         ) from None
     except yaml.reader.ReaderError as exc:
         raise InventoryError(
-            f"character {exc.character!r} is not allowed in YAML",
+            f"character {_char(exc.character)} is not allowed in YAML",
             file=str(file),
             line=text.count("\n", 0, exc.position) + 1,
             hint="remove control characters; YAML allows printable text, tabs and newlines",
@@ -132,6 +132,10 @@ def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: Lin
             key=dotted(path) or None,
             hint="quote it to keep it as text, or fix the number/date",
         ) from None
+
+
+def _char(character: object) -> str:
+    return f"U+{character:04X}" if isinstance(character, int) else repr(character)
 
 
 def read_text(file: Path) -> str:
