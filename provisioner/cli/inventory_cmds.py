@@ -6,9 +6,10 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors
+from provisioner.cli.errors import err_console, handle_errors
 from provisioner.inventory import load_site
 from provisioner.inventory.ansible_view import ansible_inventory
 
@@ -20,8 +21,17 @@ inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<
 def check(
     site: str = typer.Argument(None, help="Site name, directory or file (default: the lab)."),
 ) -> None:
-    """Validate a site file: schema, names, U positions, BMCs, networks, address plan."""
-    s = load_site(site_name(site))
+    """Validate a site file: schema, names, U positions, BMCs, networks, address plan, and that
+    the CA bundles and secret files it names can be read."""
+    s = load_site(site_name(site), check_files=True)
+    unverified = [h.name for h in s.hosts if not h.bmc.verify_tls]
+    if unverified:
+        shown = ", ".join(unverified[:5]) + (f" and {len(unverified) - 5} more" if len(unverified) > 5 else "")
+        err_console.print(Text(
+            f"warning: {len(unverified)} host(s) do not verify their BMC's TLS certificate "
+            f"(verify_tls: false): {shown}; give the site a ca_bundle instead",
+            style="yellow",
+        ))
     console.print(
         f"[green]ok[/]: site {s.name!r} ({s.path}): {len(s.racks)} racks, {len(s.hosts)} hosts, "
         f"{len(s.networks)} networks, {len(s.profiles)} profiles"

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from provisioner.exceptions import InventoryError
 from provisioner.inventory.addressing import PlanError, build_pool, slot_of, smallest_prefix_for
+from provisioner.inventory.filecheck import check_referenced_files
 from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
 from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec
 from provisioner.inventory.yamlsrc import LineMap, load_yaml
@@ -54,8 +55,13 @@ def find_site_file(site: str | Path, inventory_dir: Path | None = None) -> Path:
     raise InventoryError(f"site {str(site)!r} not found (looked in {looked})", hint=hint)
 
 
-def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
-    """Load and validate a site by name, directory or file."""
+def load_site(
+    site: str | Path, *, inventory_dir: Path | None = None, check_files: bool = False
+) -> Site:
+    """Load and validate a site by name, directory or file.
+
+    ``check_files``: also check that the CA bundles and secret files it names can be read.
+    """
     path = find_site_file(site, inventory_dir)
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
@@ -64,7 +70,10 @@ def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
         spec = SiteSpec.model_validate(data)
     except ValidationError as exc:
         raise _validation_error(exc, lines, data) from None
-    return _resolve(spec, path, lines)
+    resolved = _resolve(spec, path, lines)
+    if check_files:
+        check_referenced_files(data, path.parent, lines)
+    return resolved
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
