@@ -88,7 +88,7 @@ def _write(text: str, output: Path | None) -> None:
         sys.stdout.flush()
     else:
         output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
+        err.print(f"wrote {escape(str(output))}")
 
 
 def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], limit: int | None,
@@ -105,7 +105,7 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
     else:
         with output.open("w", encoding="utf-8") as fh:
             render_text(report, Console(file=fh, width=200, highlight=False), None)
-        err.print(f"wrote {output}")
+        err.print(f"wrote {escape(str(output))}")
     err.print(summary(report))
 
 
@@ -114,7 +114,7 @@ def _picture(path: Path | None, manifest: Manifest, report: Report | None) -> No
         return
     text = render_html(manifest, report) if path.suffix.lower() in (".html", ".htm") else render_svg(manifest, report)
     path.write_text(text, encoding="utf-8")
-    err.print(f"wrote {path}")
+    err.print(f"wrote {escape(str(path))}")
 
 
 def _finish(report: Report, strict: bool) -> None:

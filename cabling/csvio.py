@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -47,6 +48,15 @@ def import_csv(path: str | Path, base: Manifest | None = None) -> Manifest:
     return parse_csv(read_text(p, "CSV cable list", encoding="utf-8-sig"), str(p), base)
 
 
+def _length(text: str) -> float | None:
+    if not text:
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"length_m {text!r} is not a length in metres")
+    return value
+
+
 def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) -> Manifest:
     """Parse a cable list; a bad row is an error naming its line and column."""
     reader = csv.DictReader(io.StringIO(text))
@@ -87,7 +97,7 @@ def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None)
                 a=Endpoint(device=row["a_device"], port=row["a_port"]),
                 b=Endpoint(device=row["b_device"], port=row["b_port"]),
                 cable=row.get("cable") or None, type=row.get("type") or None,
-                length_m=float(row["length_m"]) if row.get("length_m") else None,
+                length_m=_length(row.get("length_m", "")),
                 speed=row.get("speed") or None, width=row.get("width") or None,
             ))
         except ValidationError as exc:

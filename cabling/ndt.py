@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
@@ -144,10 +147,15 @@ def _row(
     try:
         speed = normalize_speed(speed_text) if speed_text else None
         length = float(length_text) if length_text else None
+        if length is not None and not (math.isfinite(length) and length >= 0):
+            raise ValueError(f"Cable Length {length_text!r} is not a length in metres")
+        return Link(a=Endpoint(device=a_dev, port=a_port), b=Endpoint(device=b_dev, port=b_port),
+                    speed=speed, length_m=length)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise CablingInputError(f"[{'.'.join(map(str, err['loc']))}] {err['msg']}", file=source, line=line) from None
     except ValueError as exc:
         raise CablingInputError(str(exc), file=source, line=line) from None
-    return Link(a=Endpoint(device=a_dev, port=a_port), b=Endpoint(device=b_dev, port=b_port),
-                speed=speed, length_m=length)
 
 
 def export_ndt(manifest: Manifest) -> str:

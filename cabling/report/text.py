@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cabling.findings import Report
 
@@ -38,8 +39,10 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
         table.add_column("fix", overflow="fold")
         table.add_column("where", overflow="fold")
         for f in shown:
-            table.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.kind, f.message, f.fix, f.where)
+            # Device and port names come from input files: cells are text, never markup.
+            table.add_row(Text(f.severity, style=_STYLE[f.severity]), f.kind, Text(f.message),
+                          Text(f.fix), Text(f.where))
         console.print(table)
     if limit is not None and len(report.findings) > limit:
         console.print(f"... {len(report.findings) - limit} more (use --limit 0 or --format json for all)")
-    console.print(summary(report), highlight=False)
+    console.print(summary(report), highlight=False, markup=False)
