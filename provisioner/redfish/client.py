@@ -109,7 +109,7 @@ def _json_body(resp: RestResponse) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # also 4,300-digit numbers and nesting too deep
         return None
 
 

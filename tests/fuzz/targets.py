@@ -6,6 +6,7 @@ it. The property: the call returns, or raises the target's typed error; anything
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ class Target:
     names_file: str | None = None
     # Turns a recording into this target's format (e.g. a YAML manifest into JSON).
     convert: Callable[[bytes], bytes] | None = None
+    # Instead of ``run``: also told which seed was mutated (the resource of a served tree).
+    run_seed: Callable[[bytes, Path, int], Any] | None = None
 
     def seed_bytes(self) -> list[bytes]:
         raw = [p.read_bytes() for p in self.seeds]
@@ -225,6 +228,60 @@ def _redfish(data: bytes, work: Path) -> Any:
     return out
 
 
+_BMC_MOCKUPS = ("dmtf-public-rackmount1", "dell-idrac9-poweredge-r750-ib-libredfish",
+                "supermicro-sys-821ge-tnhr-hgx-h100-libredfish",
+                "hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish")
+
+
+@functools.cache
+def _discovery_plan() -> list[tuple[Path, str, Path]]:
+    """(mockup, URL path, recorded file) of every resource a discovery of each mockup reads."""
+    from tests.fuzz.redfish_peer import mockup_files, peer
+
+    plan = []
+    for name in _BMC_MOCKUPS:
+        root = CORPUS / "redfish" / name / "mockup"
+        files = mockup_files(root)
+        p = peer()
+        p.tree, p.override, p.seen = _tree(root), None, []
+        _discover(p.url)
+        plan += [(root, path, files[path]) for path in dict.fromkeys(p.seen) if path in files]
+    return plan
+
+
+@functools.cache
+def _tree(root: Path) -> dict[str, bytes]:
+    from tests.fuzz.redfish_peer import load_mockup
+
+    return load_mockup(root)
+
+
+def _discover(url: str) -> Any:
+    from provisioner.bmc.factory import open_redfish
+    from provisioner.redfish.client import ClientOptions
+    from provisioner.secrets import Secret
+
+    options = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
+    bmc = open_redfish(url, "root", Secret("fuzz-canary-pw"), options, name="fuzz-bmc")
+    try:
+        return bmc.discover()
+    finally:
+        bmc.close()
+
+
+def _redfish_discover(data: bytes, work: Path, seed: int) -> Any:
+    """A whole discovery against a stand-in BMC serving the mockup with one resource mutated."""
+    from tests.fuzz.redfish_peer import peer
+
+    root, path, _ = _discovery_plan()[seed]
+    p = peer()
+    p.tree, p.override = _tree(root), (path, data)
+    try:
+        return _discover(p.url)
+    finally:
+        p.override = None
+
+
 def _maas(model_name: str) -> Run:
     def run(data: bytes, work: Path) -> Any:
         from provisioner.deploy.maas import models
@@ -316,16 +373,21 @@ def targets() -> list[Target]:
                _health("serials_from_kernel_log", "xid", True), prov),
         Target("health.sections", _files(health, "*.txt")[:4], _health("parse_sections", "collector"), prov),
         Target("redfish.parse", redfish_seeds, _redfish, prov),
+        Target("redfish.discover", tuple(f for _, _, f in _discovery_plan()), _redfish, prov,
+               run_seed=_redfish_discover),
         *(Target(f"maas.{m}", (FIX / f"maas/{f}.json",), _maas(m), prov)
           for m, f in (("Machine", "machine"), ("BlockDevice", "blockdevices"), ("Subnet", "subnets"),
                        ("NodeDevice", "devices-gpu"), ("BootResource", "boot-resources"))),
     ]
 
 
-def check(target: Target, data: bytes, work: Path) -> BaseException | None:
+def check(target: Target, data: bytes, work: Path, seed: int = 0) -> BaseException | None:
     """Run one case; return the exception that breaks the rule (None: parsed or typed error)."""
     try:
-        target.run(data, work)
+        if target.run_seed is not None:
+            target.run_seed(data, work, seed)
+        else:
+            target.run(data, work)
     except target.errors as exc:
         if target.names_file and target.names_file not in str(exc):
             return AssertionError(f"typed error does not name {target.names_file!r}: {exc}")
