@@ -129,6 +129,28 @@ def _manifest(suffix: str) -> Run:
     return run
 
 
+def _cli(args: Callable[[Path], list[str]], name: str, codes: set[int]) -> Run:
+    """Through the ``provision`` CLI: the documented exit code and a one-line error, never a
+    traceback (exit 1) or a mangled message."""
+
+    def run(data: bytes, work: Path) -> Any:
+        from typer.testing import CliRunner
+
+        from provisioner.cli.main import app
+
+        path = _write(work, name, data)
+        res = CliRunner().invoke(app, args(path))
+        if res.exception is not None and not isinstance(res.exception, SystemExit):
+            raise res.exception
+        if res.exit_code not in codes:
+            raise AssertionError(f"exit {res.exit_code}: {res.output[-500:]}")
+        if res.exit_code == 2 and not (res.output.startswith("error: ") and path.name in res.output):
+            raise AssertionError(f"error message does not name {path.name}: {res.output[-500:]}")
+        return res
+
+    return run
+
+
 def _yaml_to_json(data: bytes) -> bytes:
     import yaml
 
@@ -352,6 +374,12 @@ def targets() -> list[Target]:
                _loader("cabling.discovery.lldp", "load_lldp_dir", "gpu009.json"), cab, "gpu009.json"),
         *(Target(f"cabling.ufm.{r}", (FIX / f"cabling/ufm/{r}.json",), _ufm(r), cab, "ufm")
           for r in ("systems", "ports", "links")),
+        Target("cli.inventory_check", (ROOT / "inventory/example/site.yml", FIX / "maas/site/site.yml"),
+               _cli(lambda p: ["inventory", "check", str(p)], "site/site.yml", {0, 2}), prov),
+        Target("cli.cabling_validate", (FIX / "cabling/small-fabric.yaml",),
+               _cli(lambda p: ["cabling", "validate", "-m", str(p), "--iblinkinfo",
+                               str(FIX / "cabling/small-fabric.iblinkinfo")], "fabric.yaml", {0, 2, 3}),
+               prov),
         Target("health.nvsmi", (*_files(nvsmi, "*valid*"), *_files(health, "nvidia-smi-q.*")),
                _health("parse_nvsmi", "nvsmi"), prov),
         Target("health.nvlink_status", (nvsmi / "nvidia-smi.nvlink.status.a100",
