@@ -221,6 +221,48 @@ def _health(func: str, module: str, lines: bool = False) -> Run:
     return run
 
 
+_HEALTH_SECTIONS = {  # collector section -> a recording of that tool's output
+    "nvsmi": "nvidia-smi-q.h100x2.one-bad.txt", "nvsmi_loaded": "nvidia-smi-q.h100x2.good.txt",
+    "lspci": "lspci-vvv-nn-D.narrow-link-acs-on.txt", "lspci_loaded": "lspci-vvv-nn-D.gpu-missing.txt",
+    "kernel_log": "dmesg-T.xid79.log", "kernel_errors": "kmsg.xid154.log", "df": "df-P-B1.one-full.txt",
+    "zpool": "zpool-list.degraded.txt", "docker_info": "docker-info.zfs.json",
+    "ibstat": "ibstat.ndr-one-port-200g.txt", "ib_counters_0": "ib-counters.0.txt",
+    "ib_counters_1": "ib-counters.1.txt", "nvlink_status": "nvlink-status.h100x2.one-inactive.txt",
+    "nvlink_errors_0": "nvlink-errors.0.txt", "nvlink_errors_1": "nvlink-errors.1.txt",
+    "transceivers": "mlxlink-m.two-ports.txt", "dcgm": "dcgm-exporter.metrics.txt",
+    "dcgm_diag": "dcgmi-diag-r2.one-fail.json", "gpu_matmul": "gpu-matmul.one-slow.txt",
+    "nvbandwidth": "nvbandwidth.d2d-read-ce.one-slow-pair.txt",
+}
+
+
+def _collector_output(data: bytes) -> bytes:
+    """One host's whole collector output, as the health script prints it, from the recordings."""
+    from provisioner.health.collector import BEGIN, END
+
+    del data
+    out = []
+    for name, fixture in _HEALTH_SECTIONS.items():
+        text = (FIX / "health" / fixture).read_text()
+        out.append(f"{BEGIN} {name}\n{text}\n{END} {name} rc=0\n")
+    return "".join(out).encode()
+
+
+def _health_checks(data: bytes, work: Path) -> Any:
+    """Every check over one mutated collector output: none may crash (a crash hides a fault)."""
+    from provisioner.health.checks import run_checks
+    from provisioner.health.checks.base import Context
+    from provisioner.health.collector import parse_sections
+    from provisioner.health.config import Expectations, HealthSettings
+
+    expect = Expectations(gpus=2, gpu_model="H100", nvswitch=True, ib_ports=2, ib_rate_gbps=400,
+                          settings=HealthSettings(dcgm_exporter=True))
+    results = run_checks(Context("h1", parse_sections(_text(data)), expect, deep=True))
+    crashed = [f"{r.id}: {r.summary}" for r in results if r.summary.startswith("check crashed")]
+    if crashed:
+        raise AssertionError("; ".join(crashed))
+    return results
+
+
 # --- Redfish and MAAS JSON ---------------------------------------------------------------------
 
 
@@ -400,6 +442,7 @@ def targets() -> list[Target]:
         Target("health.serials", (*_files(dmesg), *_files(health, "*.log")),
                _health("serials_from_kernel_log", "xid", True), prov),
         Target("health.sections", _files(health, "*.txt")[:4], _health("parse_sections", "collector"), prov),
+        Target("health.checks", (health / "README.md",), _health_checks, prov, convert=_collector_output),
         Target("redfish.parse", redfish_seeds, _redfish, prov),
         Target("redfish.discover", tuple(f for _, _, f in _discovery_plan()), _redfish, prov,
                run_seed=_redfish_discover),
