@@ -253,9 +253,37 @@ def wrong_json_type(c: Chooser, data: bytes) -> bytes:
     return json.dumps(doc).encode()
 
 
+EXTREME_NUMBERS = (10**400, -(10**400), float("inf"), float("-inf"), float("nan"), 2**64, -1, 0, 1e-300)
+
+
+def json_number_extreme(c: Chooser, data: bytes) -> bytes:
+    """Parse as JSON and replace a number with one past every limit (10**400, inf, nan, 2**64)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return data
+    numbers: list[tuple[Any, Any]] = []
+
+    def walk(obj: Any) -> None:
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+        for k, v in items:
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                numbers.append((obj, k))
+            else:
+                walk(v)
+
+    walk(doc)
+    if not numbers:
+        return data
+    container, key = numbers[c.int(0, len(numbers) - 1)]
+    container[key] = c.choice(EXTREME_NUMBERS)
+    return json.dumps(doc).encode()
+
+
 MUTATORS: tuple[Callable[[Chooser, bytes], bytes], ...] = (
     flip, truncate, delete_line, duplicate_line, swap_lines, control, invalid_utf8, huge_number,
     nasty_key, yaml_line, splice, wrong_json_type, wrong_json_type, huge_number, nasty_key,
+    json_number_extreme,
 )
 
 
