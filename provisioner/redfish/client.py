@@ -113,6 +113,11 @@ def _json_body(resp: RestResponse) -> Any:
         return None
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (BMCs send any type anywhere)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _root_cause(exc: BaseException) -> BaseException:
     seen: set[int] = set()
     cur: BaseException = exc
@@ -252,8 +257,9 @@ class RedfishClient:
         self._use_basic()
 
     def _try_session(self) -> bool:
-        links = self.root.get("Links") or {}
-        sessions = (links.get("Sessions") or {}).get("@odata.id")
+        links = _obj(self.root.get("Links"))
+        sessions = _obj(links.get("Sessions")).get("@odata.id")
+        sessions = sessions if isinstance(sessions, str) else None
         if not sessions and self.root and "SessionService" not in self.root:
             return False  # the service root offers no sessions (e.g. sushy-emulator)
         sessions = sessions or DEFAULT_SESSIONS
@@ -275,6 +281,7 @@ class RedfishClient:
         if not token:
             return False
         location = reply.header("Location") or reply.body.get("@odata.id")
+        location = location if isinstance(location, str) else None
         self._lib.set_session_key(token)
         self._session_location = urlparse(location).path if location else None
         self.auth_method = "session"
@@ -316,19 +323,20 @@ class RedfishClient:
         """Every member of a collection, in one request with ``$expand`` where the BMC offers it."""
         body = self._get_collection(collection)
         out: list[dict[str, Any]] = []
-        for member in body.get("Members") or []:
+        listed = body.get("Members")
+        for member in listed if isinstance(listed, list) else []:  # a BMC may send any type
             if not isinstance(member, dict):
                 continue
             if set(member) - {"@odata.id", "@odata.type", "@odata.etag"}:
                 out.append(member)
-            elif member.get("@odata.id"):
+            elif member.get("@odata.id") and isinstance(member["@odata.id"], str):
                 out.append(self.get(member["@odata.id"]))
         return out
 
     def _get_collection(self, path: str) -> dict[str, Any]:
         if self._expand is None:
-            features = self.root.get("ProtocolFeaturesSupported") or {}
-            expand = features.get("ExpandQuery") or {}
+            features = _obj(self.root.get("ProtocolFeaturesSupported"))
+            expand = _obj(features.get("ExpandQuery"))
             # "." expands subordinate resources (a collection's Members) and needs NoLinks;
             # "*" also follows Links, so it is the fallback for BMCs that only offer that.
             self._expand = ".($levels=1)" if expand.get("NoLinks") else (
