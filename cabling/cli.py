@@ -101,7 +101,10 @@ def _errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except CablingError as exc:
-            err.print(f"[bold red]error:[/] {exc}", markup=True)
+            # The message is text (file names, keys, device names): never Rich markup.
+            from rich.text import Text
+
+            err.print(Text.assemble(("error:", "bold red"), " ", str(exc)))
             raise typer.Exit(int(exc.exit_code)) from None
         finally:
             if collecting:
@@ -379,9 +382,9 @@ def name_switches(
     _write(format_node_name_map(result.names, "node-name-map written by 'provision cabling name-switches'"),
            output)
     for guid, why in sorted(result.ambiguous.items()):
-        err.print(f"[yellow]ambiguous[/] 0x{guid} ({result.current.get(guid, '?')}): {why}", markup=True)
+        _note(f"ambiguous 0x{guid} ({result.current.get(guid, '?')}): {why}")
     for guid, why in sorted(result.unmatched.items()):
-        err.print(f"[yellow]unmatched[/] 0x{guid} ({result.current.get(guid, '?')}): {why}", markup=True)
+        _note(f"unmatched 0x{guid} ({result.current.get(guid, '?')}): {why}")
     renamed = sum(1 for g, n in result.names.items() if result.current.get(g) != n)
     internal = f" (of them {len(result.internal)} director spine blades, named after their chassis)" \
         if result.internal else ""
@@ -500,4 +503,4 @@ def simulate(
     output.write_text(render_ibnetdiscover(m, sim), encoding="utf-8")
     if down_output is not None:
         down_output.write_text(render_iblinkinfo_down(m, sim), encoding="utf-8")
-    err.print(f"wrote {output}: {len(sim.links)} links, {len(sim.faults)} injected fault(s)")
+    _note(f"wrote {output}: {len(sim.links)} links, {len(sim.faults)} injected fault(s)")

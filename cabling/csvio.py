@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
+from cabling.textio import read_text
 
 COLUMNS = ("cable", "a_device", "a_port", "a_rack", "a_u", "b_device", "b_port", "b_rack", "b_u",
            "type", "length_m", "speed", "width")
@@ -43,16 +45,28 @@ def export_csv(manifest: Manifest) -> str:
 def import_csv(path: str | Path, base: Manifest | None = None) -> Manifest:
     """Read a cable list; devices come from ``base`` (a YAML manifest) or are inferred from ports."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read CSV: {exc.strerror}", file=str(p)) from None
-    return parse_csv(text, str(p), base)
+    return parse_csv(read_text(p, "CSV cable list", encoding="utf-8-sig"), str(p), base)
+
+
+def _length(text: str) -> float | None:
+    if not text:
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"length_m {text!r} is not a length in metres")
+    return value
 
 
 def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) -> Manifest:
     """Parse a cable list; a bad row is an error naming its line and column."""
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _parse_rows(reader, source, base)
+    except csv.Error as exc:  # an oversized field, a NUL byte
+        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=reader.line_num) from None
+
+
+def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None) -> Manifest:
     fields = [f.strip() for f in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in fields]
     if missing:
@@ -65,6 +79,12 @@ def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) ->
     locations: dict[str, Location] = {}
     for row in reader:
         line = reader.line_num
+        extra = [c for c in row.pop(None, []) if c.strip()]
+        if extra:
+            raise CablingInputError(
+                f"row has {len(extra)} more cell(s) than the header names ({extra[0][:30]!r}...)",
+                file=source, line=line, hint="add the column to the header or remove the extra cells",
+            )
         row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
         if not any(row.values()):
             continue
@@ -77,7 +97,7 @@ def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) ->
                 a=Endpoint(device=row["a_device"], port=row["a_port"]),
                 b=Endpoint(device=row["b_device"], port=row["b_port"]),
                 cable=row.get("cable") or None, type=row.get("type") or None,
-                length_m=float(row["length_m"]) if row.get("length_m") else None,
+                length_m=_length(row.get("length_m", "")),
                 speed=row.get("speed") or None, width=row.get("width") or None,
             ))
         except ValidationError as exc:

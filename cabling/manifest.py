@@ -13,6 +13,7 @@ from cabling.errors import CablingInputError
 from cabling.formats import MANIFEST_FORMATS
 from cabling.keys import unknown_key
 from cabling.model import Manifest
+from cabling.textio import read_text
 from cabling.yamlfast import split_devices, split_links
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -21,10 +22,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_manifest(path: str | Path) -> Manifest:
     """Load a YAML (or JSON) manifest; errors name the file, line and key and say how to fix it."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read manifest: {exc.strerror}", file=str(p)) from None
+    text = read_text(p, "manifest")
     if p.suffix.lower() == ".json":
         # JSON skips the YAML parser (the slow part on 10^4 links); on any error the YAML path,
         # which also reads JSON, re-parses to point at the line.
@@ -47,9 +45,12 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         # One parse gives both the data and the node marks that error messages point at.
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise CablingInputError(f"not valid YAML: {exc.problem}", file=source, line=line) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, text, source) from None
+    except RecursionError:
+        raise CablingInputError("nested too deeply to be a manifest", file=source) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a tagged scalar (!!int, !!timestamp) out of range
+        raise CablingInputError(f"not valid YAML: {str(exc)[:120]}", file=source) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -105,6 +106,24 @@ def _parse_fast(text: str, source: str) -> Manifest | None:
     device_lines = devices[2] if devices is not None else _item_lines(root, "devices", "name")
     manifest.set_origin(source, device_lines, link_lines)
     return manifest
+def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> CablingInputError:
+    """A typed error naming the line of any YAML error (marked ones and the reader's bad characters)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        return CablingInputError(f"not valid YAML: {problem}", file=source,
+                                 line=mark.line + 1 if mark else None)
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        return CablingInputError(
+            f"not valid YAML: character {_char(exc.character)} is not allowed", file=source, line=line,
+            hint="remove control characters; YAML allows only printable text, tabs and newlines",
+        )
+    return CablingInputError(f"not valid YAML: {str(exc)[:120]}", file=source)
+
+
+def _char(character: object) -> str:
+    return f"U+{character:04X}" if isinstance(character, int) else repr(character)
 
 
 def dump_manifest(manifest: Manifest) -> str:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
 from cabling.ports import host_port, is_switch_port, switch_port
 from cabling.speeds import normalize_speed
+from cabling.textio import read_text
 
 REQUIRED = ("StartDevice", "StartPort", "EndDevice", "EndPort")
 _HOST_IB_PORT = re.compile(r"^IB Port \d+$", re.IGNORECASE)
@@ -25,10 +31,7 @@ def load_ndt(paths: list[Path] | list[str]) -> Manifest:
     seen: set[frozenset[tuple[str, str]]] = set()
     for path in paths:
         p = Path(path)
-        try:
-            raw = p.read_bytes().decode("utf-8-sig", errors="replace")
-        except OSError as exc:
-            raise CablingInputError(f"cannot read NDT file: {exc.strerror}", file=str(p)) from None
+        raw = read_text(p, "NDT file", strict=False, encoding="utf-8-sig")
         for link, line in _parse(raw, str(p), locations):
             # Switch-to-switch NDTs often list each cable from both ends; UFM treats that as one.
             key = frozenset((link.a.key, link.b.key))
@@ -51,7 +54,7 @@ def _parse(text: str, source: str, locations: dict[str, Location]) -> list[tuple
     header: dict[str, int] | None = None
     u_cols: list[int] = []
     out: list[tuple[Link, int]] = []
-    for row in reader:
+    for row in _rows(reader, source):
         line = reader.line_num
         cells = [c.strip() for c in row]
         if not any(cells):
@@ -69,6 +72,13 @@ def _parse(text: str, source: str, locations: dict[str, Location]) -> list[tuple
     if not out:
         raise CablingInputError("NDT file has a header but no links", file=source, line=1)
     return out
+
+
+def _rows(reader: Any, source: str) -> Iterator[list[str]]:
+    try:
+        yield from reader
+    except csv.Error as exc:  # an oversized field
+        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=reader.line_num) from None
 
 
 def _header(cells: list[str], source: str, line: int) -> tuple[dict[str, int], list[int]]:
@@ -114,7 +124,7 @@ def _port(device: str, text: str, column: str, source: str, line: int) -> str:
 
 
 def _u(text: str) -> int | None:
-    m = re.fullmatch(r"U?(\d+)", text.strip(), re.IGNORECASE)
+    m = re.fullmatch(r"U?(\d{1,9})", text.strip(), re.IGNORECASE)
     return int(m.group(1)) if m else None
 
 
@@ -137,10 +147,15 @@ def _row(
     try:
         speed = normalize_speed(speed_text) if speed_text else None
         length = float(length_text) if length_text else None
+        if length is not None and not (math.isfinite(length) and length >= 0):
+            raise ValueError(f"Cable Length {length_text!r} is not a length in metres")
+        return Link(a=Endpoint(device=a_dev, port=a_port), b=Endpoint(device=b_dev, port=b_port),
+                    speed=speed, length_m=length)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise CablingInputError(f"[{'.'.join(map(str, err['loc']))}] {err['msg']}", file=source, line=line) from None
     except ValueError as exc:
         raise CablingInputError(str(exc), file=source, line=line) from None
-    return Link(a=Endpoint(device=a_dev, port=a_port), b=Endpoint(device=b_dev, port=b_port),
-                speed=speed, length_m=length)
 
 
 def export_ndt(manifest: Manifest) -> str:

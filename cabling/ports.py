@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-_SWITCH_PORT = re.compile(r"^(?:port\s*)?(\d+)$", re.IGNORECASE)
+# Numbers are bounded: int() refuses 4,300+ digit strings, and no port number is that long.
+_SWITCH_PORT = re.compile(r"^(?:port\s*)?(\d{1,9})$", re.IGNORECASE)
 # UFM NDT writes director ports as "Blade 16_Port 2/20" (blade L16, ASIC U2, port 20).
-_NDT_BLADE = re.compile(r"^blade\s*(\d+)_port\s*(\d+)/(\d+)$", re.IGNORECASE)
-_DIRECTOR = re.compile(r"^L(\d+)/U(\d+)/(\d+)$", re.IGNORECASE)
+_NDT_BLADE = re.compile(r"^blade\s*(\d{1,9})_port\s*(\d{1,9})/(\d{1,9})$", re.IGNORECASE)
+_DIRECTOR = re.compile(r"^L(\d{1,9})/U(\d{1,9})/(\d{1,9})$", re.IGNORECASE)
 
 
 def director_port(blade: int, asic: int, port: int) -> str:
@@ -37,7 +38,7 @@ def is_switch_port(port: str) -> bool:
 
 def port_number(port: str) -> int | None:
     """The front-panel number of a plain switch port (``"17"`` -> 17), else None."""
-    return int(port) if port.isdigit() else None
+    return int(port) if port.isascii() and port.isdigit() and len(port) < 10 else None
 
 
 def host_port(device: str, text: str) -> str:
@@ -55,4 +56,6 @@ def hca_of(port: str) -> str:
 
 def natural_key(text: str) -> tuple[object, ...]:
     """Sort key that orders ``gpu2`` before ``gpu10`` and ``port 9`` before ``port 17``."""
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+    # Digit runs compare by value without int(): a 4,300-digit run is past int()'s limit.
+    parts = re.split(r"(\d+)", text)  # odd positions are the digit runs
+    return tuple((len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t for i, t in enumerate(parts))

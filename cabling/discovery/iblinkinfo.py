@@ -9,6 +9,7 @@ from pathlib import Path
 from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
 from cabling.speeds import speed_from_lane_gbps
+from cabling.textio import read_text
 
 _SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]+)\s*(.*?):?\s*$")
 _CA_HEADER = re.compile(r"^CA:\s+(.*?):?\s*$")
@@ -16,9 +17,9 @@ _CA_HEADER = re.compile(r"^CA:\s+(.*?):?\s*$")
 _LINK = re.compile(
     r"==\(\s*(?:(\d+)X\s+([\d.]+)\s+Gbps\s+(?:\(?(FDR10)\)?\s+)?)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
 )
-_LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]+)\s+)?(?:\"\s*(.*?)\"\s+)?(\d+)\s+(\d+)\[[^\]]*\]\s*$")
+_LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]+)\s+)?(?:\"\s*(.*?)\"\s+)?(\d{1,9})\s+(\d{1,9})\[[^\]]*\]\s*$")
 _REMOTE = re.compile(
-    r'^\s*(?:0x([0-9a-fA-F]+)\s+)?(?:(\d+)\s+(\d+)\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
+    r'^\s*(?:0x([0-9a-fA-F]+)\s+)?(?:(\d{1,9})\s+(\d{1,9})\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
 )
 # A CA's node description is "<host> <hca>" (rdma-ndd's default "%h %d").
 _CA_DESC = re.compile(r"^\S+ (?:mlx\d+_\d+|HCA-\d+|ib\S+|hfi\d+_\d+|bnxt_re\d+|irdma\d+)$")
@@ -43,11 +44,7 @@ class _Port:
 def load_iblinkinfo(path: str | Path) -> DiscoveredFabric:
     """Read an iblinkinfo file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read iblinkinfo output: {exc.strerror}", file=str(p)) from None
-    return parse_iblinkinfo(text, str(p))
+    return parse_iblinkinfo(read_text(p, "iblinkinfo output", strict=False), str(p))
 
 
 def _guid(text: str) -> str:

@@ -8,16 +8,17 @@ from pathlib import Path
 from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
 from cabling.speeds import parse_ibnet_rate
+from cabling.textio import read_text
 
 _KINDS: dict[str, NodeKind] = {"switch": "switch", "ca": "ca", "rt": "router"}
 _HEADER = re.compile(
-    r'^(Switch|Ca|Rt)\s*(\d+)\s*"([SHR])-([0-9a-fA-F]+)"\s*#\s*"(.*)"'
-    r"(?:\s+(?:enhanced|base)\s+port\s+\d+)?(?:\s+lid\s+(\d+))?(?:\s+lmc\s+\d+)?\s*$"
+    r'^(Switch|Ca|Rt)\s*(\d{1,9})\s*"([SHR])-([0-9a-fA-F]+)"\s*#\s*"(.*)"'
+    r"(?:\s+(?:enhanced|base)\s+port\s+\d+)?(?:\s+lid\s+(\d{1,9}))?(?:\s+lmc\s+\d+)?\s*$"
 )
 _PORT = re.compile(
-    r"^\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s*"
-    r'"([SHR])-([0-9a-fA-F]+)"\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s*'
-    r'#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d+)\s+(\S+)\s*$'
+    r"^\[(\d{1,9})\](?:\(([0-9a-fA-F]+)\))?\s*"
+    r'"([SHR])-([0-9a-fA-F]+)"\[(\d{1,9})\](?:\(([0-9a-fA-F]+)\))?\s*'
+    r'#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d{1,9})\s+(\S+)\s*$'
 )
 _KV = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(0x[0-9a-fA-F]+)")
 
@@ -25,11 +26,7 @@ _KV = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(0x[0-9a-
 def load_ibnetdiscover(path: str | Path) -> DiscoveredFabric:
     """Read an ibnetdiscover file."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise CablingInputError(f"cannot read ibnetdiscover output: {exc.strerror}", file=str(p)) from None
-    return parse_ibnetdiscover(raw.decode("utf-8", errors="replace"), str(p))
+    return parse_ibnetdiscover(read_text(p, "ibnetdiscover output", strict=False), str(p))
 
 
 def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> DiscoveredFabric:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from cabling.errors import CablingInputError
 from cabling.speeds import normalize_speed
+from cabling.textio import read_text
 
 _CA = re.compile(r"^CA '([^']+)'$")
-_PORT = re.compile(r"^Port (\d+):$")
+_PORT = re.compile(r"^Port (\d{1,9}):$")
 _KV = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*(.*)$")
 
 
@@ -40,11 +41,7 @@ class IbstatPort:
 def load_ibstat(path: str | Path) -> list[IbstatPort]:
     """Read one host's ibstat output."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read ibstat output: {exc.strerror}", file=str(p)) from None
-    return parse_ibstat(text, str(p))
+    return parse_ibstat(read_text(p, "ibstat output", strict=False), str(p))
 
 
 def parse_ibstat(text: str, source: str = "<ibstat>") -> list[IbstatPort]:
@@ -83,7 +80,7 @@ def parse_ibstat(text: str, source: str = "<ibstat>") -> list[IbstatPort]:
         elif key == "physical state":
             port.physical_state = value
         elif key == "rate":
-            port.rate = int(value) if value.isdigit() else None
+            port.rate = int(value) if value.isdecimal() and len(value) < 10 else None
         elif key == "port guid":
             port.port_guid = value.lower().removeprefix("0x")
         elif key == "link layer":

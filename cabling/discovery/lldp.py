@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
+from cabling.textio import parse_json, read_text
 
 
 def load_lldp_dir(path: str | Path) -> DiscoveredFabric:
     """Read every ``<host>.json`` in a folder (one lldpctl output per host, named after it)."""
     p = Path(path)
     if p.is_file():
-        return parse_lldp(p.read_text(encoding="utf-8", errors="replace"), p.stem, str(p))
+        return parse_lldp(read_text(p, "lldpctl output", strict=False), p.stem, str(p))
     if not p.is_dir():
         raise CablingInputError("LLDP folder not found", file=str(p),
                                 hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
@@ -25,17 +25,14 @@ def load_lldp_dir(path: str | Path) -> DiscoveredFabric:
         raise CablingInputError("no *.json files in the LLDP folder", file=str(p),
                                 hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
     for f in files:
-        fab.merge(parse_lldp(f.read_text(encoding="utf-8", errors="replace"), f.stem, str(f)))
+        fab.merge(parse_lldp(read_text(f, "lldpctl output", strict=False), f.stem, str(f)))
     fab.source = str(p)
     return fab
 
 
 def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric:
     """Parse one host's lldpctl JSON; ``host`` names the local device (lldpctl does not)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CablingInputError(f"not JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    data = parse_json(text, source, "lldpctl output")
     lldp = data.get("lldp") if isinstance(data, dict) else None
     if isinstance(lldp, list):  # lldpd "json0" format wraps everything in lists
         lldp = lldp[0] if lldp else {}

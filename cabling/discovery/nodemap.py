@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cabling.errors import CablingInputError
 from cabling.model import normalize_guid
+from cabling.textio import read_text
 
 _NNM = re.compile(r'^(0x[0-9a-fA-F]+)\s+"(.*)"\s*$')
 _PLAIN = re.compile(r"^(?:([SHR])-)?((?:0x)?[0-9a-fA-F]{1,16})\s+(\S.*?)\s*$")
@@ -16,11 +17,7 @@ _PLAIN = re.compile(r"^(?:([SHR])-)?((?:0x)?[0-9a-fA-F]{1,16})\s+(\S.*?)\s*$")
 def load_node_name_map(path: str | Path) -> dict[str, str]:
     """Read a node-name-map (``0x<guid> "name"``; also ``H-<guid> name``); GUID -> name."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise CablingInputError(f"cannot read node-name-map: {exc.strerror}", file=str(p)) from None
-    return parse_node_name_map(text, str(p))
+    return parse_node_name_map(read_text(p, "node-name-map", strict=False), str(p))
 
 
 def parse_node_name_map(text: str, source: str = "<node-name-map>") -> dict[str, str]:
@@ -32,20 +29,33 @@ def parse_node_name_map(text: str, source: str = "<node-name-map>") -> dict[str,
             continue
         m = _NNM.match(line)
         if m:
-            out[normalize_guid(m.group(1))] = m.group(2)
+            out[_guid(m.group(1), source, lineno)] = m.group(2)
             continue
         m = _PLAIN.match(line)
         if m and (m.group(1) or m.group(2).lower().startswith("0x")):
             name = m.group(3)
             if name.startswith('"'):
-                name = " ".join(shlex.split(name))
-            out[normalize_guid(m.group(2))] = name
+                try:
+                    name = " ".join(shlex.split(name))
+                except ValueError:  # an unclosed quote
+                    raise CablingInputError(
+                        f"unbalanced quotes in name {name[:60]!r}", file=source, line=lineno,
+                        hint='close the quote: H-<guid> "name"',
+                    ) from None
+            out[_guid(m.group(2), source, lineno)] = name
             continue
         raise CablingInputError(
             f"cannot read node-name-map line {line[:60]!r}", file=source, line=lineno,
             hint='each line is 0x<16 hex digit GUID> "name" (or H-<guid> name)',
         )
     return out
+
+
+def _guid(text: str, source: str, lineno: int) -> str:
+    try:
+        return normalize_guid(text)
+    except ValueError as exc:
+        raise CablingInputError(str(exc)[:120], file=source, line=lineno) from None
 
 
 def format_node_name_map(names: dict[str, str], header: str = "") -> str:

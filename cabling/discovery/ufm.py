@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode
 from cabling.errors import CablingInputError, DiscoveryUnavailable
 from cabling.speeds import normalize_speed, normalize_width
+from cabling.textio import parse_json, read_text
 
 RESOURCES = ("systems", "ports", "links")
 
@@ -45,7 +45,7 @@ def parse_ufm(systems: list[dict[str, Any]], ports: list[dict[str, Any]], links:
         port_info[(_g(guid), num)] = p
         system = p.get("system_name") or ""
         if not p.get("peer_guid") and p.get("physical_state") not in (None, "Link Up", "LinkUp"):
-            fab.down_ports[(_g(guid), int(num) if num.isdigit() else num)] = str(p.get("physical_state"))
+            fab.down_ports[(_g(guid), _port_number(num))] = str(p.get("physical_state"))
         node = fab.nodes.get(_g(guid))
         if node is None and system:
             kind = "switch" if "switch" in str(p.get("description", "")).lower() else "ca"
@@ -71,7 +71,7 @@ def parse_ufm(systems: list[dict[str, Any]], ports: list[dict[str, Any]], links:
                 fab.nodes[guid] = DNode(guid=guid, kind="switch" if is_switch else "ca",
                                         desc=desc.rsplit(":", 1)[0] if is_switch else desc,
                                         name=desc.rsplit(":", 1)[0] if is_switch else None)
-            ends.append((guid, int(port) if port.isdigit() else port))
+            ends.append((guid, _port_number(port)))
         info = port_info.get((ends[0][0], str(ends[0][1]))) or {}
         try:
             width = normalize_width(lk.get("width") or info.get("active_width"))
@@ -90,13 +90,10 @@ def load_ufm_dir(path: str | Path) -> DiscoveredFabric:
     data = []
     for name in RESOURCES:
         f = p / f"{name}.json"
-        try:
-            data.append(json.loads(f.read_text(encoding="utf-8")))
-        except OSError:
+        if not f.is_file():
             raise CablingInputError(f"missing {name}.json", file=str(p),
-                                    hint="save GET /ufmRest/resources/{systems,ports,links} as JSON files") from None
-        except json.JSONDecodeError as exc:
-            raise CablingInputError(f"not JSON: {exc.msg}", file=str(f), line=exc.lineno) from None
+                                    hint="save GET /ufmRest/resources/{systems,ports,links} as JSON files")
+        data.append(parse_json(read_text(f, f"UFM {name}", strict=False), str(f), f"UFM {name}"))
     return parse_ufm(data[0], data[1], data[2], str(p))
 
 
@@ -156,6 +153,11 @@ class UfmClient:
     def fabric(self) -> DiscoveredFabric:
         """Fetch systems, ports and links, and parse them."""
         return parse_ufm(self.get("systems"), self.get("ports"), self.get("links"), source=self.url)
+
+
+def _port_number(text: str) -> int | str:
+    # A port number as an int; anything else (a name, a 4,300-digit string) stays text.
+    return int(text) if text.isdecimal() and len(text) < 10 else text
 
 
 def _g(guid: object) -> str:

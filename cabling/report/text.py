@@ -33,7 +33,9 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
             console.print(f"{f.severity} {f.kind}{where} {f.message}" + (f"\n    fix: {f.fix}" if f.fix else ""),
                           markup=False)
     elif report.findings:
-        from rich.table import Table  # here: the summary line alone must not load rich
+        # here: the summary line alone must not load rich
+        from rich.table import Table
+        from rich.text import Text
 
         table = Table(show_lines=False, expand=False)
         table.add_column("severity")
@@ -42,8 +44,10 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
         table.add_column("fix", overflow="fold")
         table.add_column("where", overflow="fold")
         for f in shown:
-            table.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.kind, f.message, f.fix, f.where)
+            # Device and port names come from input files: cells are text, never markup.
+            table.add_row(Text(f.severity, style=_STYLE[f.severity]), f.kind, Text(f.message),
+                          Text(f.fix), Text(f.where))
         console.print(table)
     if limit is not None and len(report.findings) > limit:
         console.print(f"... {len(report.findings) - limit} more (use --limit 0 or --format json for all)")
-    console.print(summary(report), highlight=False)
+    console.print(summary(report), highlight=False, markup=False)

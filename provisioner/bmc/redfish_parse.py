@@ -5,6 +5,7 @@ Kept free of I/O so every recorded vendor mockup can be parsed in unit tests.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import fields, replace
 from datetime import datetime, timedelta, timezone
@@ -72,10 +73,15 @@ def link_list(value: Any) -> list[str]:
 def _int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None  # JSON allows 1e999 (inf)
+    if isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only ("²".isdigit() is True), and short: int() refuses 4,300+ digits
+        if text.isascii() and text.isdigit() and len(text) <= 30:
+            return int(text)
     return None
 
 
@@ -271,10 +277,10 @@ def parse_device_function(
     function: dict[str, Any], port: dict[str, Any] | None, adapter_id: str
 ) -> NicPort | None:
     """A Chassis NetworkAdapters device function (+ its physical port) as a NicPort."""
-    eth = function.get("Ethernet") or {}
+    eth = obj(function.get("Ethernet"))
     mac = norm_mac(eth.get("PermanentMACAddress")) or norm_mac(eth.get("MACAddress"))
     if not mac and port:
-        addrs = port.get("AssociatedNetworkAddresses") or []
+        addrs = items(port.get("AssociatedNetworkAddresses"))
         mac = next((m for m in (norm_mac(a) for a in addrs) if m), None)
     if not mac:
         return None
@@ -401,7 +407,7 @@ def unique_ids(ports: list[NicPort]) -> list[NicPort]:
 def parse_drive(drive: dict[str, Any]) -> Drive:
     """A Redfish Drive resource."""
     wwn = None
-    for ident in drive.get("Identifiers") or []:
+    for ident in items(drive.get("Identifiers")):
         if isinstance(ident, dict) and ident.get("DurableName"):
             fmt = str(ident.get("DurableNameFormat") or "").upper()
             if fmt in {"NAA", "EUI", "NGUID", "WWN", "FC_WWN"} or wwn is None:
@@ -421,10 +427,10 @@ def parse_simple_storage(simple: dict[str, Any]) -> list[Drive]:
     """The Devices of a SimpleStorage resource (older BMCs, DMTF mockups)."""
     out = []
     sid = str(simple.get("Id") or "")
-    for index, dev in enumerate(simple.get("Devices") or []):
+    for index, dev in enumerate(items(simple.get("Devices"))):
         if not isinstance(dev, dict):
             continue
-        state = str((dev.get("Status") or {}).get("State") or "Enabled")
+        state = str(obj(dev.get("Status")).get("State") or "Enabled")
         if state == "Absent":
             continue
         out.append(
@@ -492,7 +498,7 @@ def allowable_values(resource: dict[str, Any], prop: str) -> list[str] | None:
 
 def reset_types_from_action_info(info: dict[str, Any]) -> list[str] | None:
     """ResetType allowable values from an ActionInfo resource (Supermicro, OpenBMC)."""
-    for param in info.get("Parameters") or []:
+    for param in items(info.get("Parameters")):
         if isinstance(param, dict) and param.get("Name") == "ResetType":
             values = param.get("AllowableValues")
             if isinstance(values, list):

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from provisioner.bmc.base import BootTarget, PowerAction
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors, is_tty
+from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.cli.nic_explain import print_explanation
 from provisioner.cli.tables import (
     Col,
@@ -227,9 +227,9 @@ def discover(
         print_table(console, table, wide=wide)
         for res in results:
             if not res.ok:
-                err.print(f"[red]{res.host}[/] {res.reason}: {res.error}")
+                err.print(f"[red]{res.host}[/] {res.reason}: {plain(res.error)}")
             for warning in res.warnings:
-                err.print(f"[yellow]{res.host}[/] warning: {warning}")
+                err.print(f"[yellow]{res.host}[/] warning: {plain(warning)}")
         for host, skew in skewed.items():
             err.print(f"[yellow]{host}[/] BMC clock is off by {skew:+.0f}s "
                       f"(more than max_clock_skew_s={max_skew:g})")
@@ -260,7 +260,7 @@ def _action_table(title: str, results: Sequence[ActionResult]) -> Table:
             detail = res.detail + ("; " + "; ".join(res.warnings) if res.warnings else "")
             table.add_row(res.host, "[green]ok[/]", detail)
         else:
-            table.add_row(res.host, f"[red]{res.reason}[/]", res.error or "")
+            table.add_row(res.host, f"[red]{res.reason}[/]", plain(res.error or ""))
     return table
 
 

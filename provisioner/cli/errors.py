@@ -9,13 +9,30 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from provisioner.exceptions import ExitCode, ProvisionerError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# Messages carry file names, keys and whatever a BMC or host sent: never read them as Rich markup
+# or emoji codes (`[settings.x]` would vanish, `[/]` would crash, `site.yml:100:` would be an emoji).
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def plain(text: object) -> str:
+    """``text`` made safe to embed in a Rich markup string (brackets escaped)."""
+    return escape(str(text))
+
+
+def print_error(exc: BaseException | str, *, label: str = "error") -> None:
+    """Print ``label: message`` on stderr; the message is printed as text, never as markup."""
+    line = Text(f"{label}:", style="bold red")
+    line.append(" ")
+    line.append(str(exc))
+    err_console.print(line)
 
 
 def exit_with(code: ExitCode | int) -> None:
@@ -31,7 +48,7 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except ProvisionerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            print_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty
+from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode, NotReady
 from provisioner.health.bisect import bisect as run_bisect
@@ -132,7 +132,7 @@ def health(
         for rep in summary.needs_attention:
             for r in rep.failed:
                 part = f" [{r.remedy.part}]" if r.remedy.part else ""
-                console.print(f"  {rep.host}: {r.id}: {r.summary} -> {r.remedy.kind.value}{part}")
+                console.print(f"  {rep.host}: {r.id}: {plain(r.summary)} -> {r.remedy.kind.value}{plain(part)}")
         for name, why in summary.skipped.items():
             console.print(f"  skipped {name}: {why} (use --any-state to check it anyway)")
         for name, why in summary.textfile_problems.items():

@@ -8,12 +8,13 @@ from typing import Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ProvisionerError
-from provisioner.inventory import load_site
+from provisioner.inventory import Site, load_site
 from provisioner.inventory.ansible_view import ansible_inventory
 from provisioner.wording import plural
 
@@ -30,18 +31,20 @@ def check(
         None, "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI)."
     ),
 ) -> None:
-    """Validate site files: schema, names, U positions, BMCs, networks, address plan.
+    """Validate site files: schema, names, U positions, BMCs, networks, address plan, and that
+    the CA bundles and secret files they name can be read.
 
     Every site named is checked, even after one fails; the exit code is the worst one.
     """
     results: list[tuple[str, ProvisionerError | None]] = []
     for name in sites or [site_name(None)]:
         try:
-            s = load_site(name)
+            s = load_site(name, check_files=True)
         except ProvisionerError as exc:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
             results.append((name, exc))
             continue
+        _warn_unverified(s)
         console.print(
             f"[green]ok[/]: site {s.name!r} ({escape(str(s.path))}): "
             f"{plural(len(s.racks), 'rack')}, {plural(len(s.hosts), 'host')}, "
@@ -53,6 +56,18 @@ def check(
     codes = [int(exc.exit_code) for _, exc in results if exc is not None]
     if codes:
         exit_with(max(codes))
+
+
+def _warn_unverified(s: Site) -> None:
+    unverified = [h.name for h in s.hosts if not h.bmc.verify_tls]
+    if unverified:
+        shown = ", ".join(unverified[:5]) + (
+            f" and {len(unverified) - 5} more" if len(unverified) > 5 else "")
+        err_console.print(Text(
+            f"warning: {len(unverified)} host(s) do not verify their BMC's TLS certificate "
+            f"(verify_tls: false): {shown}; give the site a ca_bundle instead",
+            style="yellow",
+        ))
 
 
 def check_junit(results: list[tuple[str, ProvisionerError | None]]) -> str:

@@ -12,10 +12,11 @@ import statistics
 
 from provisioner.health.ib import IB_ERROR_COUNTERS, counter_deltas, parse_counters
 
-_MATMUL = re.compile(r"^gpu=(?P<gpu>\d+) tflops=(?P<tflops>[\d.]+)\s*$")
+_NUM = r"\d{1,12}(?:\.\d{1,12})?"  # bounded: int() refuses 4,300 digits, "1.2.3" is no float
+_MATMUL = re.compile(rf"^gpu=(?P<gpu>\d{{1,4}}) tflops=(?P<tflops>{_NUM})\s*$")
 _MATRIX_TITLE = re.compile(r"bandwidth \(GB/s\)")
 _BW_LINE = re.compile(
-    r"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>[\d.]+)\s+(?P<avg>[\d.]+)\s+(?P<rate>[\d.]+)\s*$"
+    rf"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>{_NUM})\s+(?P<avg>{_NUM})\s+(?P<rate>{_NUM})\s*$"
 )
 
 
@@ -37,18 +38,22 @@ def parse_nvbandwidth(text: str) -> dict[tuple[int, int], float]:
         if not _MATRIX_TITLE.search(line):
             continue
         header = lines[i + 1].split() if i + 1 < len(lines) else []
-        if not header or not all(h.isdigit() for h in header):
+        if not header or not all(_index(h) for h in header):
             continue
         cols = [int(h) for h in header]
         for row in lines[i + 2 :]:
             cells = row.split()
-            if not cells or not cells[0].isdigit():
+            if not cells or not _index(cells[0]):
                 break
             for col, cell in zip(cols, cells[1:], strict=False):
-                if cell != "N/A":
+                if re.fullmatch(_NUM, cell):  # "N/A" and damaged cells are left out
                     out[(int(cells[0]), col)] = float(cell)
         break
     return out
+
+
+def _index(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 4
 
 
 def slow_outliers(values: dict[str, float], min_fraction: float) -> tuple[float, dict[str, float]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from provisioner.health.errors import ParseError
 
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
-_PORT = re.compile(r"^\s*Port (?P<num>\d+):\s*$")
+_PORT = re.compile(r"^\s*Port (?P<num>\d{1,9}):\s*$")
 _KV = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<value>.*)$")
 
 
@@ -58,7 +58,7 @@ def parse_ibstat(text: str) -> list[IbPort]:
                     ca=ca, port=port_num, ca_type=ca_fields.get("CA type"),
                     firmware=ca_fields.get("Firmware version"),
                     state=port_fields.get("State"), physical_state=port_fields.get("Physical state"),
-                    rate=int(rate) if rate.isdigit() else None,
+                    rate=int(rate) if rate.isdecimal() and len(rate) < 10 else None,
                     link_layer=port_fields.get("Link layer"), port_guid=port_fields.get("Port GUID"),
                 )
             )
@@ -102,7 +102,7 @@ def parse_counters(text: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[2].isdigit():
+        if len(parts) == 3 and parts[2].isdecimal() and len(parts[2]) <= 30:
             out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
     return out
 

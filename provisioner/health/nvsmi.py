@@ -36,6 +36,8 @@ def normalize_bus_id(bus: str) -> str:
     parts = bus.split(":")
     if len(parts) == 2:  # "bb:dd.f" (lspci without -D)
         parts = ["0000", *parts]
+    if len(parts) < 3:
+        return bus  # not an address (a cut log line): keep it as it is, never crash
     domain = parts[0][-4:].rjust(4, "0")
     dev_fn = parts[2] if "." in parts[2] else f"{parts[2]}.0"
     return f"{domain}:{parts[1].rjust(2, '0')}:{dev_fn}"
@@ -101,7 +103,7 @@ def _first(tree: Tree, *paths: tuple[str, ...]) -> Any:
 def _int(value: Any) -> int | None:
     if not isinstance(value, str) or value in _NA:
         return None
-    m = re.match(r"^-?\d+", value.strip())
+    m = re.match(r"^-?\d{1,30}", value.strip())
     return int(m.group(0)) if m else None
 
 

@@ -82,10 +82,11 @@ class SshClient:
         try:
             proc = subprocess.run(
                 self.argv(target, remote), input=stdin, capture_output=True, text=True,
+                errors="replace",  # a host's output is not always UTF-8 (dmesg, firmware strings)
                 timeout=self.command_timeout_s, check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             return SshResult(SSH_UNREACHABLE, out, f"timed out after {self.command_timeout_s:g}s",
                              timed_out=True)
         return SshResult(proc.returncode, proc.stdout, proc.stderr)

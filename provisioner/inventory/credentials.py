@@ -54,7 +54,7 @@ def resolve_secret(site: Site, ref: SecretRef, where: str) -> Secret:
         path = site.resolve_path(ref.file)
         _refuse_if_committable(path, where)
         try:
-            return Secret(path.read_text(encoding="utf-8").rstrip("\r\n"))
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise CredentialError(
                 f"secret file {path} does not exist ({where})",
@@ -62,6 +62,14 @@ def resolve_secret(site: Site, ref: SecretRef, where: str) -> Secret:
             ) from None
         except OSError as exc:
             raise CredentialError(f"cannot read secret file {path}: {exc.strerror} ({where})") from None
+        try:
+            return Secret(raw.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError:
+            # Never say which byte: that is part of the secret.
+            raise CredentialError(
+                f"secret file {path} is not UTF-8 text ({where})",
+                hint="write the password as UTF-8 text on one line",
+            ) from None
     assert ref.vault and ref.key  # guaranteed by SecretRef's validator
     return Secret(_read_vault(site.resolve_path(ref.vault), ref.key, where))
 
@@ -119,10 +127,23 @@ def _read_vault(path: Path, key: str, where: str) -> str:
             f"cannot decrypt vault {path} ({where})",
             hint="check the vault password file; encrypt with `ansible-vault encrypt`",
         ) from None
-    data = yaml.safe_load(plain)
+    try:
+        data = yaml.safe_load(plain)
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError):
+        # The parser's message quotes the offending line: a secret. Name the file only.
+        raise CredentialError(
+            f"vault {path} does not hold valid YAML ({where})",
+            hint="`ansible-vault edit` it: it must be a mapping of key: value lines",
+        ) from None
     if not isinstance(data, dict) or key not in data:
         raise CredentialError(
             f"vault {path} has no key {key!r} ({where})",
             hint="`ansible-vault edit` it and add the key",
         )
-    return str(data[key])
+    value = data[key]
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise CredentialError(
+            f"vault {path} key {key!r} is not a single value ({where})",
+            hint="give the key one text value: `key: the-password`",
+        )
+    return str(value)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from provisioner.exceptions import InventoryError
 from provisioner.inventory.addressing import PlanError, build_pool, slot_of, smallest_prefix_for
+from provisioner.inventory.filecheck import check_referenced_files
 from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
 from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec, merge_firmware
 from provisioner.inventory.yamlsrc import LineMap, load_yaml
@@ -75,8 +76,13 @@ def known_sites(inventory_dir: Path | None = None) -> list[str]:
     return sorted(names)
 
 
-def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
-    """Load and validate a site by name, directory or file."""
+def load_site(
+    site: str | Path, *, inventory_dir: Path | None = None, check_files: bool = False
+) -> Site:
+    """Load and validate a site by name, directory or file.
+
+    ``check_files``: also check that the CA bundles and secret files it names can be read.
+    """
     path = find_site_file(site, inventory_dir)
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
@@ -84,16 +90,38 @@ def load_site(site: str | Path, *, inventory_dir: Path | None = None) -> Site:
     try:
         spec = SiteSpec.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(exc, lines) from None
-    return _resolve(spec, path, lines)
+        raise _validation_error(exc, lines, data) from None
+    resolved = _resolve(spec, path, lines)
+    if check_files:
+        check_referenced_files(data, path.parent, lines)
+    return resolved
 
 
-def _validation_error(exc: ValidationError, lines: LineMap) -> InventoryError:
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """The part of a pydantic error location that is keys and indices of the file's data.
+
+    Pydantic adds steps of its own (``function-after[...]``, union member tags); a user's key may
+    contain ``[`` too, so the data itself decides which step is a key. The last step stays even
+    when the data lacks it: it is the missing key.
+    """
+    path: list[str | int] = []
+    node = data
+    for i, part in enumerate(loc):
+        in_dict = isinstance(node, dict) and part in node
+        if in_dict or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+            path.append(part)
+            node = node[part]
+        elif i == len(loc) - 1 and isinstance(part, str | int) and not str(part).endswith("]"):
+            path.append(part)
+    return tuple(path)
+
+
+def _validation_error(exc: ValidationError, lines: LineMap, data: Any = None) -> InventoryError:
     first = exc.errors()[0]
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and "[" in p))
+    loc = _data_path(data, tuple(first["loc"]))
     msg = first["msg"].removeprefix("Value error, ")
     hint = None
-    if first["type"] == "extra_forbidden":
+    if first["type"] == "extra_forbidden" and loc:
         msg = f"unknown key {loc[-1]!r}"
         allowed = keys_at(SiteSpec, loc[:-1])
         guess = suggest(str(loc[-1]), allowed) if allowed else None
@@ -101,7 +129,7 @@ def _validation_error(exc: ValidationError, lines: LineMap) -> InventoryError:
             f"allowed here: {', '.join(allowed)}" if allowed else "check its spelling"
         )
         hint += " (docs/inventory.md)"
-    elif first["type"] == "missing":
+    elif first["type"] == "missing" and loc:
         msg = f"missing required key {loc[-1]!r}"
     more = len(exc.errors()) - 1
     if more:

@@ -51,17 +51,11 @@ def dotted(path: Path_) -> str:
 
 def load_yaml(file: Path) -> tuple[Any, LineMap]:
     """Parse ``file``; return the data and a LineMap. Syntax errors and duplicate keys raise."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InventoryError(
-            "file not found", file=str(file), hint="create it or check the site name/path"
-        ) from None
-    except OSError as exc:
-        raise InventoryError(f"cannot read: {exc.strerror}", file=str(file)) from None
-    loader = yaml.SafeLoader(text)
+    text = read_text(file)
     lines = LineMap(file)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)  # checks every character first
         node = loader.get_single_node()
         if node is None:
             raise InventoryError("the file is empty", file=str(file), line=1)
@@ -75,8 +69,22 @@ def load_yaml(file: Path) -> tuple[Any, LineMap]:
             line=(mark.line + 1) if mark else None,
             hint="check indentation, colons and quoting on this line and the one before",
         ) from None
+    except yaml.reader.ReaderError as exc:
+        raise InventoryError(
+            f"character {_char(exc.character)} is not allowed in YAML",
+            file=str(file),
+            line=text.count("\n", 0, exc.position) + 1,
+            hint="remove control characters; YAML allows printable text, tabs and newlines",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise InventoryError(f"YAML error: {str(exc)[:200]}", file=str(file)) from None
+    except RecursionError:
+        raise InventoryError(
+            "nested too deeply to be a site file", file=str(file), hint="check the brackets"
+        ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 
@@ -86,7 +94,15 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
         loader.flatten_mapping(node)  # honours YAML merge keys (<<)
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(loader, key_node, path, lines)
+            if not isinstance(key, str | int):
+                raise InventoryError(
+                    f"a key must be text, not {key!r:.40}",
+                    file=str(lines.file),
+                    line=key_node.start_mark.line + 1,
+                    key=dotted(path) or None,
+                    hint="write the key as a word; quote it if it starts with [, { or ?",
+                )
             if key in result:
                 raise InventoryError(
                     f"duplicate key {key!r}",
@@ -100,4 +116,46 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_build(loader, item, (*path, i), lines) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    return _construct(loader, node, path, lines)
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap) -> Any:
+    """One scalar (or an aliased/complex node); a value no type can hold is an error at its line."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, TypeError, OverflowError) as exc:
+        # e.g. a 4,400-digit integer, `!!timestamp 2020-99-99`, an unhashable key inside a tag
+        raise InventoryError(
+            f"value cannot be read: {str(exc)[:120]}",
+            file=str(lines.file),
+            line=node.start_mark.line + 1,
+            key=dotted(path) or None,
+            hint="quote it to keep it as text, or fix the number/date",
+        ) from None
+
+
+def _char(character: object) -> str:
+    return f"U+{character:04X}" if isinstance(character, int) else repr(character)
+
+
+def read_text(file: Path) -> str:
+    """The text of an inventory file; unreadable or non-UTF-8 files are an InventoryError."""
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise InventoryError(
+            "file not found", file=str(file), hint="create it or check the site name/path"
+        ) from None
+    except OSError as exc:
+        raise InventoryError(f"cannot read: {exc.strerror or exc}", file=str(file)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InventoryError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column}",
+            file=str(file),
+            line=line,
+            hint="save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE)",
+        ) from None

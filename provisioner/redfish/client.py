@@ -75,6 +75,11 @@ FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefus
 __all__ = ["ClientOptions", "RedfishClient", "Reply", "connect", "host_deadline"]
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (BMCs send any type anywhere)."""
+    return value if isinstance(value, dict) else {}
+
+
 @dataclass(frozen=True)
 class ClientOptions:
     """Connection policy for one BMC, normally from the site file's ``settings.redfish``."""
@@ -249,6 +254,7 @@ class RedfishClient:
         if not token:
             return False
         location = reply.header("Location") or reply.body.get("@odata.id")
+        location = location if isinstance(location, str) else None
         self._lib.set_session_key(token)
         self._session_location = urlparse(location).path if location else None
         self.auth_method = "session"
@@ -290,7 +296,8 @@ class RedfishClient:
         """Every member of a collection, in one request with ``$expand`` where the BMC offers it."""
         body = self._get_collection(collection)
         out: list[dict[str, Any]] = []
-        for member in body.get("Members") or []:
+        listed = body.get("Members")
+        for member in listed if isinstance(listed, list) else []:  # a BMC may send any type
             if not isinstance(member, dict):
                 continue
             if set(member) - {"@odata.id", "@odata.type", "@odata.etag"}:
@@ -301,8 +308,8 @@ class RedfishClient:
 
     def _get_collection(self, path: str) -> dict[str, Any]:
         if self._expand is None:
-            features = self.root.get("ProtocolFeaturesSupported") or {}
-            expand = features.get("ExpandQuery") or {}
+            features = _obj(self.root.get("ProtocolFeaturesSupported"))
+            expand = _obj(features.get("ExpandQuery"))
             # "." expands subordinate resources (a collection's Members) and needs NoLinks;
             # "*" also follows Links, so it is the fallback for BMCs that only offer that.
             self._expand = ".($levels=1)" if expand.get("NoLinks") else (

@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.redfish.client import ClientOptions
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[str, str]] = set()  # (host, BMC URL): one warning per host per command
+_warned_lock = threading.Lock()
+
+
+def warn_unverified_tls(site: Site, host: Host) -> bool:
+    """Warn (once per host per process) that this BMC's certificate is not checked; True if so."""
+    if host.bmc.verify_tls:
+        return False
+    key = (host.name, host.bmc.url)
+    with _warned_lock:
+        if key in _warned:
+            return True
+        _warned.add(key)
+    log.warning(
+        "warning: %s: TLS certificate of BMC %s is NOT verified (verify_tls: false in %s): "
+        "anyone on the BMC network can pose as it and receive its password; give the site a "
+        "ca_bundle instead",
+        host.name, host.bmc.url, site.path,
+    )
+    return True
 
 
 def client_options(site: Site, host: Host) -> ClientOptions:
@@ -22,6 +47,7 @@ def client_options(site: Site, host: Host) -> ClientOptions:
 
 def open_bmc(site: Site, host: Host) -> RedfishBMC:
     """The BMC of an inventory host, logged in; call ``close()`` (or use ``closing``) after."""
+    warn_unverified_tls(site, host)
     creds = resolve_credentials(site, host.bmc.credentials)
     return open_redfish(
         host.bmc.url,

@@ -178,7 +178,7 @@ class MAASClient:
         if resp.headers.get("Content-Type", "").startswith("application/json"):
             try:
                 data = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):  # also a 4,300-digit number or deep nesting
                 data = None
             if isinstance(data, dict):
                 # Form errors: {"field": ["message", ...], "__all__": [...]}
@@ -253,7 +253,7 @@ class MAASClient:
             return None
         try:
             return resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # a body nested 100,000 deep is not MAAS JSON
             return resp.text
 
     def _get(

@@ -50,7 +50,7 @@ class BlockDevice(_MAASObject):
     serial: str | None = None
     id_path: str | None = None
     path: str | None = None
-    size: int = 0
+    size: int = Field(default=0, ge=0, lt=2**64)  # bytes; a bigger number is no disk
     tags: list[str] = Field(default_factory=list)
 
     @property

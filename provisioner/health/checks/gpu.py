@@ -385,7 +385,10 @@ def parse_dcgm_reasons(metrics: str) -> dict[str, list[str]]:
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels")))
         gpu = labels.get("pci_bus_id") or labels.get("gpu") or "?"
-        mask = int(float(m.group("value")))
+        try:
+            mask = int(float(m.group("value")))
+        except (ValueError, OverflowError):  # "1e999", "1.2.3": not a bitmask
+            continue
         out[gpu] = [name for bit, name in _DCGM_REASONS.items() if mask & bit]
     return out
 

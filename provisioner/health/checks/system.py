@@ -37,7 +37,8 @@ def parse_df(text: str) -> list[Mount]:
     out = []
     for line in lines[1:]:
         parts = line.split(None, 5)
-        if len(parts) == 6 and parts[1].isdigit() and parts[2].isdigit() and parts[3].isdigit():
+        # ASCII digits, bounded: "²".isdigit() is True and int() refuses 4,300+ digits
+        if len(parts) == 6 and all(re.fullmatch(r"[0-9]{1,30}", p) for p in parts[1:4]):
             used, avail = int(parts[2]), int(parts[3])
             out.append(Mount(parts[0], used + avail, used, parts[5]))
     return out

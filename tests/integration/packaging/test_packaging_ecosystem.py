@@ -113,8 +113,9 @@ def _git(repo: Path, *args: str) -> None:
 def sample(tmp_path: Path) -> Path:
     """A repository as a user keeps it: a site file and a wiring plan, committed."""
     repo = tmp_path / "infra"
-    (repo / "inventory" / "dc1").mkdir(parents=True)
-    shutil.copy(REPO / "inventory" / "example" / "site.yml", repo / "inventory" / "dc1" / "site.yml")
+    (repo / "inventory").mkdir(parents=True)
+    # the whole site folder: `inventory check` also reads the CA bundle the site names
+    shutil.copytree(REPO / "inventory" / "example", repo / "inventory" / "dc1")
     res = subprocess.run(
         [str(BIN / "provision"), "cabling", "plan", "--hosts", "2", "-o", str(repo / "fabric.yaml")],
         env=_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,

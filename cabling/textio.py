@@ -1,0 +1,53 @@
+"""Reading input files: every failure (unreadable, not UTF-8, not JSON, too deep) is a typed error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cabling.errors import CablingInputError
+
+
+def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:
+    """The text of ``path``. ``strict``: bytes that are not UTF-8 are an error naming their line
+    (files people write); otherwise they become U+FFFD (tool output, where one bad byte in a
+    description must not hide the fabric)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise CablingInputError(f"cannot read {what}: no such file", file=str(p)) from None
+    except IsADirectoryError:
+        raise CablingInputError(f"cannot read {what}: it is a folder, not a file", file=str(p)) from None
+    except OSError as exc:
+        raise CablingInputError(f"cannot read {what}: {exc.strerror or exc}", file=str(p)) from None
+    return decode(raw, str(p), what, strict=strict, encoding=encoding)
+
+
+def decode(raw: bytes, source: str, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:
+    """``raw`` as text; with ``strict``, undecodable bytes raise an error naming line and column."""
+    if not strict:
+        return raw.decode(encoding, errors="replace")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CablingInputError(
+            f"{what} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column}",
+            file=source, line=line,
+            hint="save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE)",
+        ) from None
+
+
+def parse_json(text: str, source: str, what: str = "JSON") -> Any:
+    """Parse JSON text; syntax errors, 4,300+ digit numbers and deep nesting are typed errors."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CablingInputError(f"not JSON: {exc.msg} ({what})", file=source, line=exc.lineno) from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise CablingInputError(f"{what} holds a number that is too large: {str(exc)[:80]}", file=source) from None
+    except RecursionError:
+        raise CablingInputError(f"{what} is nested too deeply to be a real document", file=source) from None

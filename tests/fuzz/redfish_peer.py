@@ -1,0 +1,91 @@
+"""A stand-in BMC for fuzzing discovery: serves a recorded vendor mockup over loopback HTTP.
+
+Stand-in for a real BMC (sushy-static serves the same trees, but one process per mutated case
+would be far too slow): GET of any recorded resource, a session POST answered with a token and
+a Location, DELETE of the session. One resource at a time is replaced by mutated bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+def mockup_files(root: Path) -> dict[str, Path]:
+    """``/redfish/v1/...`` -> its ``index.json`` in a recorded mockup tree."""
+    files: dict[str, Path] = {}
+    # DMTF mockups start at the service root; libredfish's recordings at redfish/v1.
+    prefix = "" if (root / "redfish" / "v1").is_dir() else "/redfish/v1"
+    for f in root.rglob("index.json"):
+        rel = f.parent.relative_to(root).as_posix()
+        files[(prefix + "/" + rel).rstrip("/").replace("/.", "") or "/"] = f
+    return files
+
+
+def load_mockup(root: Path) -> dict[str, bytes]:
+    """``/redfish/v1/...`` -> body of a recorded mockup tree."""
+    return {path: f.read_bytes() for path, f in mockup_files(root).items()}
+
+
+class Peer:
+    """The HTTP server and the tree it serves; ``override`` swaps one resource's body."""
+
+    def __init__(self) -> None:
+        self.tree: dict[str, bytes] = {}
+        self.override: tuple[str, bytes] | None = None
+        self.seen: list[str] = []
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else each response waits 40 ms for a delayed ACK
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                path = urlsplit(self.path).path.rstrip("/") or "/"
+                peer.seen.append(path)
+                if peer.override and peer.override[0] == path:
+                    self._send(200, peer.override[1])
+                elif path in peer.tree:
+                    self._send(200, peer.tree[path])
+                else:
+                    self._send(404, json.dumps({"error": {"code": "Base.1.0.ResourceMissingAtURI",
+                                                          "message": "not found"}}).encode())
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._send(201, b'{"Id": "1"}', {"X-Auth-Token": "fuzz-token",
+                                                 "Location": "/redfish/v1/SessionService/Sessions/1"})
+
+            def do_DELETE(self) -> None:
+                self._send(204, b"")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+_PEER: Peer | None = None
+
+
+def peer() -> Peer:
+    """The one stand-in BMC of this process (started on first use)."""
+    global _PEER
+    if _PEER is None:
+        _PEER = Peer()
+    return _PEER
