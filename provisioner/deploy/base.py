@@ -27,6 +27,19 @@ def image_streams(uplink_gbps: float, host_link_gbps: float, headroom: float = H
     return max(1, math.floor(uplink_gbps * headroom / host_link_gbps))
 
 
+@dataclass(frozen=True)
+class StreamStats:
+    """What a deploy server's image-stream gate has seen (the workflow sizes hosts in flight)."""
+
+    limit: int
+    active: int
+    waiting: int  # tickets queued
+    held: int  # requests waiting inside the server
+    admitted: int  # streams handed out so far
+    mean_wait_s: float  # ticket queued -> admitted, over all admissions
+    mean_stream_s: float  # admitted -> released, over finished streams (0: none yet)
+
+
 @dataclass
 class DeployRequest:
     """Everything a backend needs to install one host."""
@@ -61,6 +74,10 @@ class DeployBackend(ABC):
 
     def image_streams(self, site: Site) -> int | None:
         """Image streams this backend's server admits at once; None when it does not gate them."""
+        return None
+
+    def stream_stats(self) -> StreamStats | None:
+        """The image-stream gate's figures so far; None without a gate (or before prepare)."""
         return None
 
     @abstractmethod

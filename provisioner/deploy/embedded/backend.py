@@ -26,6 +26,7 @@ from provisioner.deploy.base import (
     DeployOutcome,
     DeployRequest,
     ProgressFn,
+    StreamStats,
     register_backend,
 )
 from provisioner.deploy.embedded import ipxe
@@ -126,6 +127,11 @@ class EmbeddedBackend(DeployBackend):
     def image_streams(self, site: Site) -> int | None:
         """The HTTP server gates image streams to settings.embedded.max_image_streams."""
         return max_image_streams(site)
+
+    def stream_stats(self) -> StreamStats | None:
+        """The HTTP server's gate figures (stream and queue times) while it runs."""
+        server = self.server
+        return server.gate.stats() if server is not None and server.gate is not None else None
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from provisioner.inventory.model import Site
 
 
+# Share of the uplink the gated image streams fill by default. All of it: TCP shares a full
+# link per flow, so callbacks, DHCP, apt and SSH still get through, and every stream the uplink
+# leaves unused costs the whole rack time (80% of the uplink bounds a rack at 1.25x its bound).
+STREAM_SHARE = 1.0
+
+
 class AutoinstallSettings(BaseModel):
     """Ubuntu netboot artefacts for ``method: autoinstall`` (URLs the hosts can reach)."""
 
@@ -45,11 +51,11 @@ class EmbeddedSettings(BaseModel):
     power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
     host_link_gbps: float = Field(default=10.0, gt=0)  # read by the workflow's wave planning
-    # Image streams the HTTP server admits at once (beyond: 503 + Retry-After); None: what
-    # fills 80% of settings.uplink_gbps, floor(uplink x 0.8 / host_link_gbps), at least 1.
+    # Image streams the HTTP server admits at once (beyond: queued in the server); None: what
+    # fills settings.uplink_gbps, floor(uplink / host_link_gbps), at least 1.
     max_image_streams: int | None = Field(default=None, ge=1)
-    # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
-    # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
+    # Retry-After of a refused stream that was not queued in the server (its hold slots full),
+    # and the ramdisk's wait before asking again
     image_retry_after_s: int = Field(default=1, ge=1, le=300)
     # How long a host's ramdisk keeps asking for a stream before it reports a failure (cut to
     # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
@@ -76,7 +82,7 @@ def max_image_streams(site: Site, settings: EmbeddedSettings | None = None) -> i
         explicit, link = settings.max_image_streams, settings.host_link_gbps
     if explicit:
         return int(explicit)
-    return image_streams(site.settings.uplink_gbps, float(link))
+    return image_streams(site.settings.uplink_gbps, float(link), STREAM_SHARE)
 
 
 def embedded_settings(site: Site) -> EmbeddedSettings:
