@@ -144,7 +144,7 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
                 retry_s: int | None = None, hold_s: float = 0.0) -> RunFigures:
     """Deploy every host of the simulated site once with the real RackRunner."""
     image_bytes = int(args.image_gib * GIB)
-    clock = VirtualClock()
+    clock = VirtualClock(stall_s=args.stall_s)
     uplink = SharedUplink(clock, args.uplink_gbps, args.host_link_gbps)
     timing = BMCTiming(clock, args.bmc_latency)
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
@@ -362,6 +362,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-previous", action="store_true", help="skip the previous default's run")
     p.add_argument("--no-new", action="store_true", help="skip the new default's run")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--stall-s", type=float, default=600.0,
+                   help="real seconds without any simulated event before a run is declared stuck")
     p.add_argument("--lab", action="store_true", help="also time `provision rack` on the lab")
     p.add_argument("--lab-timeout", type=float, default=1800.0)
     args = p.parse_args(argv)

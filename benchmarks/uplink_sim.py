@@ -141,7 +141,8 @@ class VirtualClock:
                 if left <= 0:
                     raise ClockStalled(
                         f"simulated clock stuck at {self.now:.1f} s: {self._running} running, "
-                        f"{self._active} active of {self._total}, {len(self._timers)} timers"
+                        f"{self._active} active of {self._total}, {self._started} started, "
+                        f"{self._starting_soon()} starting soon, {len(self._timers)} timers"
                     )
                 waiter.cond.wait(left)
         finally:

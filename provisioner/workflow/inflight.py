@@ -32,12 +32,15 @@ from provisioner.deploy.base import StreamStats
 
 # The backend's phase a host enters when its deploy ramdisk asks for the image (or just before).
 AT_GATE = "install"
+# The runner's last phases of a host.
+ENDED = ("done", "failed")
 
 
 @dataclass
 class _Host:
     start: float
     at_gate: float | None = None
+    ended: bool = False
 
 
 @dataclass
@@ -64,22 +67,28 @@ class InFlightWindow:
             self._hosts[host] = _Host(self.clock())
 
     def phase(self, host: str, phase: str) -> None:
-        """A host's progress: its first ``install`` marks its arrival at the image gate."""
-        if phase != AT_GATE:
+        """A host's progress: its first ``install`` marks its arrival at the image gate, its
+        ``done``/``failed`` the end of its time after it (observed here, as the runner reports
+        it, so that the window's size never changes after a host has been reported done)."""
+        if phase != AT_GATE and phase not in ENDED:
             return
         with self._cond:
             h = self._hosts.get(host)
-            if h is not None and h.at_gate is None:
-                h.at_gate = self.clock()
-                self._pre.append(h.at_gate - h.start)
-                self._cond.notify_all()
+            if h is None:
+                return
+            now = self.clock()
+            if phase == AT_GATE and h.at_gate is None:
+                h.at_gate = now
+                self._pre.append(now - h.start)
+            elif phase in ENDED and h.at_gate is not None and not h.ended:
+                h.ended = True
+                self._after.append(now - h.at_gate)
+            self._cond.notify_all()
 
     def finished(self, host: str) -> None:
-        """A host is done (ok or failed): its slot is free."""
+        """A host's worker is done (ok or failed): its slot is free."""
         with self._cond:
-            h = self._hosts.pop(host, None)
-            if h is not None and h.at_gate is not None:
-                self._after.append(self.clock() - h.at_gate)
+            self._hosts.pop(host, None)
             self._in_flight -= 1
             self._cond.notify_all()
 

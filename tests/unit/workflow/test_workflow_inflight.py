@@ -64,7 +64,8 @@ def test_sized_from_observed_phases_and_the_gates_stream_time() -> None:
     w.phase("a", "install")  # asks for the image 10 s after its start
     assert w.target() == 2 * (10 + 5 + 10) // 5 + 2  # the planner's 5 s stream until measured
     clock.now = 40.0
-    w.finished("a")  # 30 s from the gate to done: 5 s queued, 5 s streaming, 20 s after
+    w.phase("a", "done")  # 30 s from the gate to done: 5 s queued, 5 s streaming, 20 s after
+    w.finished("a")
     gate["stats"] = stats(wait_s=5.0, stream_s=5.0)
     assert w.target() == 2 * (10 + 5 + 20) // 5 + 2
     gate["stats"] = stats(wait_s=5.0, stream_s=35.0)  # slower streams: fewer hosts needed
