@@ -19,7 +19,7 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def _ticket_key(host: str | None, address: str | None) -> str:
     return f"host {host}" if host else f"address {address}"
 
 
-def _client_gone(environ: dict[str, Any]) -> Any:
+def _client_gone(environ: dict[str, Any]) -> Callable[[], bool] | None:
     """A check that the client of a held request closed its connection (it sends nothing
     while it waits for the response, so readable means EOF or a reset)."""
     sock = environ.get("werkzeug.socket")
