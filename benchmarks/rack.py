@@ -8,15 +8,19 @@ fairly by the hosts streaming at once. Every figure is in simulated seconds on a
 (benchmarks/uplink_sim.py) that charges each real Redfish request ``--bmc-latency`` and each
 power-on ``--boot-s``, so the machine's load changes the wall time only.
 
-Runs of the same rack: ``planned``, the old default (no stream gate: hosts-at-once is what fills
-the uplink); ``new``, today's default for a backend that gates image streams (the embedded
-deploy server: hosts-at-once a few times the stream count, streams gated to what fills the
-uplink, see provisioner/workflow/waves.py); and with ``--max-parallel K``, K deploys at once
-ungated (oversubscribed) and K at once with the planned wave streaming (gated). Each prints
-the makespan against the bound ``image bytes x hosts / uplink``, nodes per hour, per-host image
-time and Redfish requests per host. ``--lab`` also times `provision rack` on the lab's hosts.
+Runs of the same rack, for each host count (``--hosts``, default 128 and 512) and POST time
+(``--boot-s``, default 0 and 120 s): ``previous``, the previous default (8 streams, 80% of the
+uplink; 64 hosts in flight; a busy answer is a 503 the host retries after 1 s plus jitter);
+``new``, today's default (streams fill the uplink; a busy request is held in the server and gets
+the next released stream at once; hosts in flight adapt, provisioner/workflow/inflight.py), both
+through the embedded server's real StreamGate. ``--planned`` adds the old planner's wave (no
+gate), ``--max-parallel K`` K deploys at once ungated (oversubscribed) and through an ideal queue
+(gated). Each prints the makespan against the bound ``image bytes x hosts / uplink`` and the
+floor (the bound plus the fastest host's time before its first and after its last image byte),
+uplink use while streaming, nodes per hour, per-host image time and Redfish requests per host.
+``--lab`` also times `provision rack` on the lab's hosts.
 
-    .venv/bin/python benchmarks/rack.py [--hosts 512] [--max-parallel 64] [--no-new] [--lab]
+    .venv/bin/python benchmarks/rack.py [--hosts 128 512] [--boot-s 0 120] [--planned] [--lab]
 
 Ends with one line: ``RESULT key=value ...``.
 """
@@ -54,7 +58,9 @@ from benchmarks.rack_sim import (  # noqa: E402
     write_site,
 )
 from benchmarks.uplink_sim import SharedUplink, VirtualClock  # noqa: E402
-from provisioner.deploy.embedded.settings import EmbeddedSettings  # noqa: E402
+from provisioner.deploy.base import image_streams  # noqa: E402
+from provisioner.deploy.embedded.http import IMAGE_HOLD_S  # noqa: E402
+from provisioner.deploy.embedded.settings import STREAM_SHARE, EmbeddedSettings  # noqa: E402
 from provisioner.inventory import Site, load_site  # noqa: E402
 from provisioner.state import DONE_STATES, StateStore  # noqa: E402
 from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
@@ -88,11 +94,20 @@ class RunFigures:
     utilisation: float
     wall_s: float
     reasons: list[str]
-    refusals: int = 0  # 503s answered by the polled gate (retry_s runs)
+    refusals: int = 0  # 503s answered by the real gate (retry_s runs)
+    held_refusals: int = 0  # of which after a hold ran out (asked again at once)
+    floor_s: float = 0.0  # bound + fastest host's time before its first / after its last byte
+    peak_in_flight: int = 0
+    hosts: int = 0
+    boot_s: float = 0.0
 
     @property
     def ratio(self) -> float:
         return self.makespan_s / self.bound_s
+
+    @property
+    def floor_ratio(self) -> float:
+        return self.makespan_s / self.floor_s if self.floor_s else 0.0
 
     @property
     def nodes_per_hour(self) -> float:
@@ -108,9 +123,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | None,
-             transfer_slots: int | None, retry_s: int | None = None) -> RunFigures:
+             transfer_slots: int | None, retry_s: int | None = None,
+             hold_s: float = 0.0) -> RunFigures:
     """Start a farm, write its site, and deploy every host once with the real RackRunner."""
-    workdir = tmp / label
+    workdir = tmp / f"{label}-{args.hosts}-{args.boot_s:g}"
     started = time.monotonic()
     with bmc_farm(args.hosts, workdir / "farm", delay_s=args.proxy_delay) as farm:
         print(f"  {label}: {args.hosts} BMCs up in {time.monotonic() - started:.0f} s",
@@ -119,27 +135,45 @@ def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | No
             workdir / "site", farm, uplink_gbps=args.uplink_gbps,
             host_link_gbps=args.host_link_gbps, image_bytes=int(args.image_gib * GIB),
             retries=args.retries))
-        return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots, retry_s)
+        return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots, retry_s,
+                           hold_s)
 
 
 def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace, label: str,
                 parallel: int | None, transfer_slots: int | None,
-                retry_s: int | None = None) -> RunFigures:
+                retry_s: int | None = None, hold_s: float = 0.0) -> RunFigures:
     """Deploy every host of the simulated site once with the real RackRunner."""
     image_bytes = int(args.image_gib * GIB)
-    clock = VirtualClock()
+    clock = VirtualClock(stall_s=args.stall_s)
     uplink = SharedUplink(clock, args.uplink_gbps, args.host_link_gbps)
     timing = BMCTiming(clock, args.bmc_latency)
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
                                seed=args.seed, transfer_slots=transfer_slots, retry_s=retry_s,
-                               boot_s=args.boot_s)
+                               boot_s=args.boot_s, hold_s=hold_s)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
                         options=RackOptions(max_parallel=parallel, configure=False,
-                                            wait_ssh=False))
-    # the clock must know the pool the runner will use, to wait while workers pick up hosts
-    clock.pool(len(site.hosts), runner.wave_plan(len(site.hosts)).size)
+                                            wait_ssh=False), clock=lambda: clock.now)
+    # the clock must know the pool the runner will use, to wait while workers pick up hosts;
+    # with an adaptive window that is what the window allows now, re-evaluated every simulated
+    # second as the real dispatcher does (its ages of hosts on their way grow with time)
+    size = runner.wave_plan(len(site.hosts)).size
+
+    def slots() -> int:
+        return runner.window.target() if runner.window is not None else size
+
+    def wanted() -> None:
+        if runner.window is not None:
+            runner.window.poke()
+
+    def tick() -> None:
+        if clock.unstarted > 0:
+            clock.call_at_locked(clock.now + 1.0, tick)
+
+    clock.pool(len(site.hosts), slots, wanted)
+    with clock.lock:
+        clock.call_at_locked(1.0, tick)
 
     def interrupted(signum: int, frame: object) -> None:
         # the runner's pool finishes every host before it returns: make them fail fast, so
@@ -187,24 +221,42 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         wall_s=wall,
         reasons=sorted({r.reason for r in result.failed}),
         refusals=backend.refusals,
+        held_refusals=backend.held_refusals,
+        floor_s=floor(result.results, result.wave.bound_s),
+        peak_in_flight=pacer.peak,
+        hosts=args.hosts,
+        boot_s=args.boot_s,
     )
+
+
+def floor(results: list[Any], bound_s: float) -> float:
+    """The bound plus the fastest host's time before its first and after its last image byte:
+    no stream starts before the first host asks, none can end after the last host reboots."""
+    before = [r.phases.get("discover", 0.0) + r.phases.get("pxe", 0.0) for r in results
+              if "image" in r.phases]
+    after = [r.phases.get("reboot", 0.0) for r in results if "reboot" in r.phases]
+    return bound_s + (min(before) if before else 0.0) + (min(after) if after else 0.0)
 
 
 def print_run(f: RunFigures) -> None:
     """The figures of one run."""
     gate = f", {f.transfer_slots} streaming at once" if f.transfer_slots else ""
-    print(f"\n[{f.label}] {f.parallel} hosts deploying at once{gate} ({f.wave_reason})")
+    print(f"\n[{f.label}] {f.hosts} hosts, {f.boot_s:g} s POST: {f.parallel} hosts deploying at "
+          f"once{gate} ({f.wave_reason}); {f.peak_in_flight} in flight at peak")
     print(f"  makespan              {f.makespan_s:9.0f} s   ({f.wall_s:.0f} s of wall time)")
     print(f"  bound                 {f.bound_s:9.0f} s   image bytes x hosts / uplink")
+    print(f"  floor                 {f.floor_s:9.0f} s   bound + fastest host before its first "
+          "and after its last byte")
     if f.planner_estimate_s is not None:
         print(f"  planner's estimate    {f.planner_estimate_s:9.0f} s   (image transfers only)")
-    print(f"  makespan / bound      {f.ratio:9.2f}")
+    print(f"  makespan / bound      {f.ratio:9.2f}     (/ floor {f.floor_ratio:.2f})")
     print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
     if f.transfer_slots:
-        polled = (f" ({f.refusals / max(1, f.ok + f.failed):.1f} busy answers per host)"
-                  if f.refusals else "")
+        hosts = max(1, f.ok + f.failed)
+        polled = (f" ({f.refusals / hosts:.1f} busy answers per host, "
+                  f"{f.held_refusals / hosts:.1f} after a hold)" if f.refusals else "")
         print(f"  waiting for a stream  {f.queue_p50_s:9.1f} s   p50{polled}")
     print(f"  BMC work per host     {f.bmc_s_per_host:9.1f} s   login/discover, PXE + cycle, "
           "off + disk + on")
@@ -280,7 +332,8 @@ def run_lab(timeout_s: float) -> dict[str, float]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--hosts", type=int, default=512, help="simulated hosts (default 512)")
+    p.add_argument("--hosts", type=int, nargs="+", default=[128, 512],
+                   help="simulated hosts, one rack per value (default 128 512)")
     p.add_argument("--uplink-gbps", type=float, default=100.0)
     p.add_argument("--host-link-gbps", type=float, default=10.0)
     p.add_argument("--image-gib", type=float, default=4.0)
@@ -289,95 +342,132 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--proxy-delay", type=float, default=0.0,
                    help="real seconds the proxy waits before each answer (default 0; it "
                    "costs wall time only, simulated time charges --bmc-latency)")
-    p.add_argument("--boot-s", type=float, default=0.0,
-                   help="simulated POST time after each power cycle (default 0)")
+    p.add_argument("--boot-s", type=float, nargs="+", default=[0.0, 120.0],
+                   help="simulated POST time after each power cycle, one run per value "
+                   "(default 0 120)")
     p.add_argument("--fail-rate", type=float, default=0.02,
                    help="fraction of deploy attempts that fail after the transfer")
     p.add_argument("--retries", type=int, default=1, help="settings.deploy_retries")
-    p.add_argument("--max-parallel", type=int, default=64,
-                   help="deploys at once in the oversubscribed and gated runs (0: skip both)")
-    p.add_argument("--no-gated", action="store_true", help="skip the gated run")
+    p.add_argument("--planned", action="store_true",
+                   help="also run the old planner's wave (no stream gate)")
+    p.add_argument("--max-parallel", type=int, default=0,
+                   help="also run K deploys at once ungated and through an ideal queue")
+    p.add_argument("--no-gated", action="store_true", help="skip the ideal-queue run")
     p.add_argument("--retry-s", type=int, default=DEFAULT_RETRY_S,
-                   help="seconds a refused host waits before asking again in the new run "
-                   f"(default {DEFAULT_RETRY_S}, settings.embedded.image_retry_after_s)")
-    p.add_argument("--no-new", action="store_true",
-                   help="skip the run of the new default (gated streams, more hosts at once)")
+                   help="seconds a refused host waits before asking again (plain 503s; "
+                   f"default {DEFAULT_RETRY_S}, settings.embedded.image_retry_after_s)")
+    p.add_argument("--hold-s", type=float, default=IMAGE_HOLD_S,
+                   help=f"longest hold of a queued image request in the new run "
+                   f"(default {IMAGE_HOLD_S:g}, the server's)")
+    p.add_argument("--no-previous", action="store_true", help="skip the previous default's run")
+    p.add_argument("--no-new", action="store_true", help="skip the new default's run")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--stall-s", type=float, default=600.0,
+                   help="real seconds without any simulated event before a run is declared stuck")
     p.add_argument("--lab", action="store_true", help="also time `provision rack` on the lab")
     p.add_argument("--lab-timeout", type=float, default=1800.0)
     args = p.parse_args(argv)
-    if not 1 <= args.hosts <= 10000:  # the generated site's /16 holds 500 racks of 20
+    if not all(1 <= h <= 10000 for h in args.hosts):  # the site's /16 holds 500 racks of 20
         p.error("--hosts must be between 1 and 10000")
     if not 0 <= args.fail_rate < 1:
         p.error("--fail-rate must be in [0, 1)")
     return args
 
 
+PREVIOUS_IN_FLIGHT = 64  # the previous default's cap of hosts in flight
+
+
+def scenario(tmp: Path, args: argparse.Namespace) -> list[RunFigures]:
+    """Every asked-for run of one rack (args.hosts and args.boot_s are single values here)."""
+    runs: list[RunFigures] = []
+
+    def run(*a: Any, **kw: Any) -> None:
+        runs.append(run_rack(tmp, args, *a, **kw))
+        print_run(runs[-1])
+
+    old_streams = image_streams(args.uplink_gbps, args.host_link_gbps)  # 80% of the uplink
+    if args.planned:
+        run("planned", None, None)
+    if not args.no_previous:
+        run("previous", min(args.hosts, max(old_streams, PREVIOUS_IN_FLIGHT)), old_streams,
+            args.retry_s, hold_s=0.0)
+    if not args.no_new:
+        # the runner plans hosts in flight itself from the backend's stream count
+        run("new", None, image_streams(args.uplink_gbps, args.host_link_gbps, STREAM_SHARE),
+            args.retry_s, hold_s=args.hold_s)
+    if args.max_parallel:
+        run("oversubscribed", args.max_parallel, None)
+        if not args.no_gated:
+            run("gated", args.max_parallel, old_streams)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(hard, max(soft, 4 * args.hosts + 1024))
+    want = min(hard, max(soft, 4 * max(args.hosts) + 1024))
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     os.environ.setdefault(PASSWORD_ENV, secrets.token_urlsafe(12))
-    print(f"{args.hosts} hosts, {args.image_gib:g} GiB image, {args.uplink_gbps:g} Gb/s uplink, "
-          f"{args.host_link_gbps:g} Gb/s per host; a BMC answers in {args.bmc_latency:g} s, "
-          f"a host POSTs in {args.boot_s:g} s; {args.fail_rate:.0%} of attempts fail, "
-          f"{args.retries} retry. Times in simulated seconds.")
+    print(f"{', '.join(map(str, args.hosts))} hosts, {args.image_gib:g} GiB image, "
+          f"{args.uplink_gbps:g} Gb/s uplink, {args.host_link_gbps:g} Gb/s per host; a BMC "
+          f"answers in {args.bmc_latency:g} s, a host POSTs in "
+          f"{' or '.join(f'{b:g}' for b in args.boot_s)} s; {args.fail_rate:.0%} of attempts "
+          f"fail, {args.retries} retry. Times in simulated seconds.")
     started = time.monotonic()
     runs: list[RunFigures] = []
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # the emulator's sqlite
     tmp = Path(tempfile.mkdtemp(prefix="bench-rack-", dir=base))
     try:
-        planned = run_rack(tmp, args, "planned", None, None)
-        runs.append(planned)
-        print_run(planned)
-        if not args.no_new:
-            # the runner plans hosts-at-once itself from the backend's stream count
-            new = run_rack(tmp, args, "new", None, planned.parallel, args.retry_s)
-            runs.append(new)
-            print_run(new)
-        if args.max_parallel:
-            over = run_rack(tmp, args, "oversubscribed", args.max_parallel, None)
-            runs.append(over)
-            print_run(over)
-            if not args.no_gated:
-                gated = run_rack(tmp, args, "gated", args.max_parallel, planned.parallel)
-                runs.append(gated)
-                print_run(gated)
+        for hosts in args.hosts:
+            for boot_s in args.boot_s:
+                one = argparse.Namespace(**{**vars(args), "hosts": hosts, "boot_s": boot_s})
+                runs += scenario(tmp, one)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     lab = run_lab(args.lab_timeout) if args.lab else {}
     total = time.monotonic() - started
     print(f"\nwhole benchmark: {total:.0f} s wall, load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    fields: dict[str, Any] = {
-        "hosts": args.hosts,
-        "wave": planned.parallel,
-        "makespan_s": f"{planned.makespan_s:.0f}",
-        "bound_s": f"{planned.bound_s:.0f}",
-        "ratio": f"{planned.ratio:.2f}",
-        "nodes_per_hour": f"{planned.nodes_per_hour:.0f}",
-        "image_p50_s": f"{planned.image_p50_s:.2f}",
-        "requests_per_host": f"{planned.requests_per_host:.1f}",
-        "failed": planned.failed,
-        "retried": planned.retried,
-        "injected": planned.injected,
-    }
-    for f in runs[1:]:
-        fields[f"{f.label}_parallel"] = f.parallel
-        fields[f"{f.label}_makespan_s"] = f"{f.makespan_s:.0f}"
-        fields[f"{f.label}_ratio"] = f"{f.ratio:.2f}"
-        fields[f"{f.label}_image_p50_s"] = f"{f.image_p50_s:.2f}"
-        fields[f"{f.label}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
-    new_run = next((f for f in runs if f.label == "new"), None)
-    if new_run is not None:
-        fields["new_streams"] = new_run.transfer_slots
-        fields["makespan_ratio_to_bound_old"] = f"{planned.ratio:.2f}"
-        fields["makespan_ratio_to_bound_new"] = f"{new_run.ratio:.2f}"
+    print_table(runs)
+    # headline: the largest rack, without and with the longest POST, new and previous default
+    fields: dict[str, Any] = {"hosts": max(args.hosts), "post_s": f"{min(args.boot_s):g}",
+                              "post_max_s": f"{max(args.boot_s):g}"}
+    for key, boot in (("", min(args.boot_s)), ("post_", max(args.boot_s))):
+        for label, name in (("new", "ratio"), ("previous", "previous_ratio")):
+            f = next((r for r in runs if (r.label, r.hosts, r.boot_s)
+                      == (label, max(args.hosts), boot)), None)
+            if f is not None:
+                fields[key + name] = f"{f.ratio:.2f}"
+    for f in runs:
+        tag = f"h{f.hosts}_p{f.boot_s:g}_{f.label}"
+        fields[f"{tag}_makespan_s"] = f"{f.makespan_s:.0f}"
+        fields[f"{tag}_bound_s"] = f"{f.bound_s:.0f}"
+        fields[f"{tag}_ratio"] = f"{f.ratio:.2f}"
+        fields[f"{tag}_floor_ratio"] = f"{f.floor_ratio:.2f}"
+        fields[f"{tag}_util"] = f"{f.utilisation:.2f}"
+        fields[f"{tag}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
+        fields[f"{tag}_parallel"] = f.parallel
+        fields[f"{tag}_peak_in_flight"] = f.peak_in_flight
+        fields[f"{tag}_streams"] = f.transfer_slots or 0
+        fields[f"{tag}_image_p50_s"] = f"{f.image_p50_s:.2f}"
+        fields[f"{tag}_requests_per_host"] = f"{f.requests_per_host:.1f}"
+        fields[f"{tag}_failed"] = f.failed
+        fields[f"{tag}_retried"] = f.retried
+        fields[f"{tag}_injected"] = f.injected
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))
-    return 0 if all(f.ok + f.failed == args.hosts for f in runs) else 1
+    return 0 if all(f.ok + f.failed == f.hosts for f in runs) else 1
+
+
+def print_table(runs: list[RunFigures]) -> None:
+    """One line per run: the comparison at a glance (80 columns)."""
+    print(f"\n{'hosts':>5} {'POST':>5} {'run':<14} {'makespan':>9} {'/bound':>6} {'/floor':>6} "
+          f"{'uplink':>6} {'nodes/h':>7} {'in flight':>9}")
+    for f in runs:
+        print(f"{f.hosts:>5} {f.boot_s:>4g}s {f.label:<14} {f.makespan_s:>8.0f}s {f.ratio:>6.2f} "
+              f"{f.floor_ratio:>6.2f} {f.utilisation:>6.0%} {f.nodes_per_hour:>7.0f} "
+              f"{f.peak_in_flight:>9}")
 
 
 if __name__ == "__main__":

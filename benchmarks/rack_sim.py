@@ -34,8 +34,15 @@ from benchmarks.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
 from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
 from provisioner.bmc.nic_select import NicRuleLike
 from provisioner.bmc.redfish_bmc import RedfishBMC
-from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
+from provisioner.deploy.base import (
+    DeployBackend,
+    DeployOutcome,
+    DeployRequest,
+    ProgressFn,
+    StreamStats,
+)
 from provisioner.deploy.embedded.gate import StreamGate
+from provisioner.deploy.embedded.http import IMAGE_HOLD_S
 from provisioner.exceptions import DeployError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
@@ -237,6 +244,7 @@ class Pacer:
         self._started: dict[str, float] = {}
         self._finished: set[str] = set()
         self.turnaround: dict[str, float] = {}  # host -> simulated seconds, first to last phase
+        self.peak = 0  # hosts in flight at once, at most
         self._lock = threading.Lock()
         self._wall = time.monotonic()
 
@@ -246,6 +254,7 @@ class Pacer:
             first = host not in self._started
             if first:
                 self._started[host] = self.clock.now
+                self.peak = max(self.peak, len(self._started) - len(self._finished))
             last = phase in ("done", "failed") and host not in self._finished
             if last:
                 self._finished.add(host)
@@ -292,6 +301,7 @@ class SimulatedBackend(DeployBackend):
         transfer_slots: int | None = None,
         retry_s: int | None = None,
         boot_s: float = 0.0,
+        hold_s: float | None = None,
     ) -> None:
         self.uplink = uplink
         self.clock = uplink.clock
@@ -300,22 +310,28 @@ class SimulatedBackend(DeployBackend):
         self.fail_rate = fail_rate
         self.seed = seed
         self.boot_s = boot_s  # simulated POST time after each power cycle
-        # Bounding the concurrent image streams (not the concurrent deploys) is what a deploy
-        # server could do itself: hold a host's image request until a stream is free.
+        # Bounding the concurrent image streams (not the concurrent deploys) through an ideal
+        # queue: a semaphore on the clock (the `gated` run).
         self._slots = (
-            VirtualSemaphore(self.clock, transfer_slots) if transfer_slots and not retry_s else None
+            VirtualSemaphore(self.clock, transfer_slots)
+            if transfer_slots and not retry_s else None
         )
         self.transfer_slots = transfer_slots
-        # retry_s: the embedded server's own gate instead of an ideal queue. A refused host
+        # retry_s: the embedded server's own gate, the real StreamGate on the virtual clock.
+        # hold_s > 0 (today's server): a request beyond the streams is held in the gate up to
+        # hold_s and handed the next released stream at once; a held 503 is asked again at once,
+        # as deploy.sh does. hold_s 0 (the previous server): every busy answer is a 503, the host
         # sleeps retry_s plus deploy.sh's jitter (0..ceil(retry_s/2) whole seconds) and asks
-        # again, so a freed stream idles until the oldest ticket's next ask, as on real hosts.
+        # again, so a freed stream idles until the oldest ticket's next ask.
         self.retry_s = retry_s
+        self.hold_s = IMAGE_HOLD_S if hold_s is None else hold_s
         self._gate = (
             StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now)
             if transfer_slots and retry_s
             else None
         )
         self.refusals = 0
+        self.held_refusals = 0
         self._lock = threading.Lock()
         self.stats = BackendStats()
         self.hosts: set[str] = set()
@@ -323,6 +339,10 @@ class SimulatedBackend(DeployBackend):
     def image_streams(self, site: Site) -> int | None:
         """Gated like the embedded server when given transfer slots: the runner plans for it."""
         return self.transfer_slots
+
+    def stream_stats(self) -> StreamStats | None:
+        """The real gate's figures (stream and queue times), as the embedded backend reports."""
+        return self._gate.stats() if self._gate is not None else None
 
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Nothing to start: the farm runs already; remember which hosts may deploy."""
@@ -354,19 +374,21 @@ class SimulatedBackend(DeployBackend):
             self.clock.sleep(self.boot_s)
             phases["pxe"] = self.clock.now - t
             t = self.clock.now
+            # the ramdisk is up and asks for the image: the embedded backend's "install"
+            progress(name, "install", f"streaming {self.image_bytes / GIB:.1f} GiB")
             if self._slots is not None:
                 self._slots.acquire()
             elif self._gate is not None:
                 self._admit(name, request.attempt)
             try:
                 phases["queue"] = self.clock.now - t
-                progress(name, "image", f"streaming {self.image_bytes / GIB:.1f} GiB")
                 phases["image"] = self.uplink.transfer(self.image_bytes)
             finally:
                 if self._slots is not None:
                     self._slots.release()
                 elif self._gate is not None:
-                    self._gate.release(name)
+                    with self.clock.lock:  # hands the stream to a held host: it runs from now
+                        self._gate.release(name)
             with self._lock:
                 self.stats.transfers.setdefault(name, []).append(phases["image"])
                 self.stats.queued[name] = self.stats.queued.get(name, 0.0) + phases["queue"]
@@ -389,13 +411,36 @@ class SimulatedBackend(DeployBackend):
                 self.stats.requests[name] = bmc.client.requests_made
 
     def _admit(self, name: str, attempt: int) -> None:
-        """Ask the gate like deploy.sh does until admitted (503: sleep, jitter, ask again)."""
+        """Ask the gate like deploy.sh does until admitted: held in the server when it holds
+        (a held 503: ask again at once), else 503, sleep, jitter, ask again."""
         assert self._gate is not None and self.retry_s is not None
         jitter = random.Random(f"{self.seed}:{name}:{attempt}:jitter")
-        while not self._gate.try_admit(name).admitted:
+        gate, clock = self._gate, self.clock
+        while True:
+            with clock.lock:
+                if self.hold_s <= 0:
+                    answer = gate.try_admit(name)
+                else:
+                    waiter = clock.waiter_locked()
+                    h = gate.hold(name, lambda w=waiter: clock.release_locked(w))
+                    if h.admission is None:  # held: until handed a stream or the hold runs out
+
+                        def expire(h: Any = h, w: Any = waiter) -> None:
+                            gate.cancel(h)
+                            clock.release_locked(w)
+
+                        timer = clock.call_at_locked(clock.now + self.hold_s, expire)
+                        clock.wait_locked(waiter)
+                        clock.cancel_locked(timer)
+                    assert h.admission is not None
+                    answer = h.admission
+            if answer.admitted:
+                return
             with self._lock:
                 self.refusals += 1
-            self.clock.sleep(self.retry_s + jitter.randint(0, (self.retry_s + 1) // 2))
+                self.held_refusals += answer.held
+            if not answer.held:
+                clock.sleep(self.retry_s + jitter.randint(0, (self.retry_s + 1) // 2))
 
     def release(self, request: DeployRequest, *, erase: bool = False) -> None:
         """Nothing to release: a simulated host keeps no image."""

@@ -52,7 +52,8 @@ class VirtualClock:
         self._seq = itertools.count()
         self._running = 0  # actors executing, i.e. not waiting on the clock
         self._total = 0
-        self._slots = 0
+        self._slots: int | Callable[[], int] = 0
+        self._wanted: Callable[[], None] | None = None
         self._started = 0
         self._active = 0
         self._waiters: dict[int, Waiter] = {}
@@ -67,10 +68,14 @@ class VirtualClock:
 
     # -- actors -------------------------------------------------------------------------------
 
-    def pool(self, total: int, slots: int) -> None:
-        """Expect ``total`` actors, at most ``slots`` at once (a thread pool's size)."""
+    def pool(self, total: int, slots: int | Callable[[], int],
+             wanted: Callable[[], None] | None = None) -> None:
+        """Expect ``total`` actors, at most ``slots`` at once (a thread pool's size, or what an
+        adaptive window allows now); ``wanted()`` is called when the clock waits for a start."""
         with self.lock:
-            self._total, self._slots, self._started, self._active = total, slots, 0, 0
+            self._total, self._started, self._active = total, 0, 0
+            self._slots = slots
+            self._wanted = wanted
 
     def start_actor(self) -> None:
         """The calling thread begins an actor's work."""
@@ -89,7 +94,13 @@ class VirtualClock:
             self._advance()
 
     def _starting_soon(self) -> int:
-        return max(0, min(self._slots - self._active, self._total - self._started))
+        slots = self._slots() if callable(self._slots) else self._slots
+        return max(0, min(slots - self._active, self._total - self._started))
+
+    @property
+    def unstarted(self) -> int:
+        """Actors expected that have not started yet."""
+        return self._total - self._started
 
     # -- events -------------------------------------------------------------------------------
 
@@ -130,7 +141,8 @@ class VirtualClock:
                 if left <= 0:
                     raise ClockStalled(
                         f"simulated clock stuck at {self.now:.1f} s: {self._running} running, "
-                        f"{self._active} active of {self._total}, {len(self._timers)} timers"
+                        f"{self._active} active of {self._total}, {self._started} started, "
+                        f"{self._starting_soon()} starting soon, {len(self._timers)} timers"
                     )
                 waiter.cond.wait(left)
         finally:
@@ -153,6 +165,8 @@ class VirtualClock:
                 continue
             self.now = max(self.now, t)
             fn()
+        if self._running == 0 and self._wanted is not None and self._starting_soon() > 0:
+            self._wanted()  # e.g. the runner's dispatcher: time passed, a host may start
 
 
 class VirtualSemaphore:

@@ -29,6 +29,19 @@ def image_streams(uplink_gbps: float, host_link_gbps: float, headroom: float = H
     return max(1, math.floor(uplink_gbps * headroom / host_link_gbps))
 
 
+@dataclass(frozen=True)
+class StreamStats:
+    """What a deploy server's image-stream gate has seen (the workflow sizes hosts in flight)."""
+
+    limit: int
+    active: int
+    waiting: int  # tickets queued
+    held: int  # requests waiting inside the server
+    admitted: int  # streams handed out so far
+    mean_wait_s: float  # ticket queued -> admitted, over all admissions
+    mean_stream_s: float  # admitted -> released, over finished streams (0: none yet)
+
+
 @dataclass
 class DeployRequest:
     """Everything a backend needs to install one host."""
@@ -68,6 +81,10 @@ class DeployBackend(ABC):
     def host_link_gbps(self, site: Site) -> float:
         """The hosts' provisioning link speed in this backend's settings (the waves' unit)."""
         return DEFAULT_HOST_LINK_GBPS
+
+    def stream_stats(self) -> StreamStats | None:
+        """The image-stream gate's figures so far; None without a gate (or before prepare)."""
+        return None
 
     @abstractmethod
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

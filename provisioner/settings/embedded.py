@@ -45,11 +45,11 @@ class EmbeddedSettings(BaseModel):
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
     # the hosts' provisioning link speed: the workflow sizes waves with it (backend.host_link_gbps)
     host_link_gbps: float = Field(default=DEFAULT_HOST_LINK_GBPS, gt=0)
-    # Image streams the HTTP server admits at once (beyond: 503 + Retry-After); None: what
-    # fills 80% of settings.uplink_gbps, floor(uplink x 0.8 / host_link_gbps), at least 1.
+    # Image streams the HTTP server admits at once (beyond: queued in the server); None: what
+    # fills settings.uplink_gbps, floor(uplink / host_link_gbps), at least 1.
     max_image_streams: int | None = Field(default=None, ge=1)
-    # Retry-After of a refused stream, and the ramdisk's wait before asking again: short, since a
-    # freed stream idles until the oldest waiting host asks again (a 503 costs the server little)
+    # Retry-After of a refused stream that was not queued in the server (its hold slots full),
+    # and the ramdisk's wait before asking again
     image_retry_after_s: int = Field(default=1, ge=1, le=300)
     # How long a host's ramdisk keeps asking for a stream before it reports a failure (cut to
     # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and

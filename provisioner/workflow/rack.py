@@ -2,9 +2,10 @@
 
 discover -> fix or report clock skew -> deploy (the backend: PXE, power cycle, callbacks, boot
 from disk) -> wait for SSH -> site.yml -> record states. At most ``wave`` hosts install at once
-(a rolling wave: the uplink's stream count, or a few times that when the backend gates image
-streams itself, see waves.py); a failed deploy is retried before the host is marked
-failed; hosts already done are skipped, so a re-run resumes where the last one stopped.
+(a rolling wave: the uplink's stream count; when the backend gates image streams itself, as many
+as keep its streams busy, adapted to what the run observes, see waves.py and inflight.py); a
+failed deploy is retried before the host is marked failed; hosts already done are skipped, so a
+re-run resumes where the last one stopped.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from provisioner.wording import plural
 from provisioner.workflow.ansible_logs import host_log
 from provisioner.workflow.configure import run_playbook
 from provisioner.workflow.discover import facts_to_dict
+from provisioner.workflow.inflight import InFlightWindow
 from provisioner.workflow.selection import held_in_maintenance
 from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size
@@ -109,8 +111,11 @@ class RackRunner:
         open_bmc: BMCOpener | None,
         reporter: Reporter,
         options: RackOptions,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.site = site
+        self.clock = clock  # the adaptive window's time (benchmarks pass a simulated clock)
+        self.window: InFlightWindow | None = None  # set by run() when hosts in flight adapt
         self.store = store
         self.backend = backend
         self.open_bmc = open_bmc
@@ -174,11 +179,18 @@ class RackRunner:
             return RackResult(wave, results)
         requests = [self.request_for(h) for h in todo]
         self.backend.prepare(self.site, requests)
+        window = self.window = self._window(wave)
         try:
-            with ThreadPoolExecutor(
-                max_workers=max(1, wave.size), thread_name_prefix="deploy"
-            ) as pool:
-                deployed = list(pool.map(self._deploy_one, requests))
+            workers = max(1, wave.ceiling or wave.size)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy") as pool:
+                if window is None:
+                    deployed = list(pool.map(self._deploy_one, requests))
+                else:
+                    futures = []
+                    for req in requests:
+                        window.wait_for_slot()
+                        futures.append(pool.submit(self._deploy_in_window, window, req))
+                    deployed = [f.result() for f in futures]
         finally:
             self.backend.close()
         results.extend(deployed)
@@ -192,6 +204,30 @@ class RackRunner:
         results.sort(key=lambda r: order.get(r.host, 0))
         return RackResult(wave, results, log)
 
+    def _window(self, wave: WavePlan) -> InFlightWindow | None:
+        """The adaptive hosts-in-flight window of a gated plan without --max-parallel."""
+        if wave.ceiling is None or wave.streams is None:
+            return None
+        s = self.site.settings
+        link = self.backend.host_link_gbps(self.site)
+        rate = min(link, s.uplink_gbps / wave.streams) * 1e9
+        size = s.image.size_bytes if s.image and s.image.size_bytes else 0
+        return InFlightWindow(
+            streams=wave.streams,
+            initial=wave.size,
+            ceiling=wave.ceiling,
+            stream_s=size * 8 / rate if size else 60.0,
+            gate_stats=self.backend.stream_stats,
+            clock=self.clock,
+        )
+
+    def _deploy_in_window(self, window: InFlightWindow, req: DeployRequest) -> HostResult:
+        window.started(req.host.name)
+        try:
+            return self._deploy_one(req)
+        finally:
+            window.finished(req.host.name)
+
     def request_for(self, host: Host) -> DeployRequest:
         """The deploy request for a host, before discovery fills in its MAC."""
         s = self.site.settings
@@ -203,6 +239,8 @@ class RackRunner:
         )
 
     def _progress(self, host: str, phase: str, message: str) -> None:
+        if self.window is not None:
+            self.window.phase(host, phase)
         self.reporter.phase(host, phase, message)
         self.store.record_event(host, f"deploy.{phase}", message)
 

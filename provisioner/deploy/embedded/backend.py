@@ -26,6 +26,7 @@ from provisioner.deploy.base import (
     DeployOutcome,
     DeployRequest,
     ProgressFn,
+    StreamStats,
     register_backend,
 )
 from provisioner.deploy.embedded import ipxe
@@ -131,6 +132,11 @@ class EmbeddedBackend(DeployBackend):
     def host_link_gbps(self, site: Site) -> float:
         """settings.embedded.host_link_gbps."""
         return host_link_gbps(site)
+
+    def stream_stats(self) -> StreamStats | None:
+        """The HTTP server's gate figures (stream and queue times) while it runs."""
+        server = self.server
+        return server.gate.stats() if server is not None and server.gate is not None else None
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:

@@ -1,11 +1,23 @@
 """Admission of image streams: at most N hosts pull the image at once, first come first served.
 
-The deploy server never parks a request while it waits for a stream (a thread per waiting host
-for minutes): a host beyond the limit gets ``503`` + ``Retry-After`` at once and asks again.
-Fairness comes from a FIFO ticket per host: a host's first refused request queues its ticket, the
-ticket keeps its place while the host keeps retrying, and a free stream goes to the oldest
-tickets only. A ticket not renewed within ``ticket_ttl_s`` (the host stopped asking: it failed,
-was powered off, or its deploy was withdrawn) expires so it cannot hold up the queue.
+Each host has a FIFO ticket, queued by its first request that finds every stream busy. A request
+may then be *held* (a long poll): it waits inside the server for at most ``hold_s``, and the
+moment a stream is released it is handed to the oldest held ticket, so a freed stream never
+idles while a host waits. A held request whose hold runs out gets ``503`` and asks again at once,
+keeping its ticket's place. Hosts that poll instead (no hold, or the hold slots are full) keep
+their place too: a request is admitted only when its ticket is among the oldest ``free``. A
+released stream, though, is handed only to held tickets (the oldest first): it never idles for a
+polling host while another host waits in the server; the polling host, still ahead in the queue,
+takes the next stream that is free when it asks.
+
+Bounded: at most ``max_tickets`` tickets and ``max_held`` held requests (beyond: refused at once,
+no ticket, no hold). Safe when a host vanishes: a ticket not renewed within ``ticket_ttl_s``
+expires, a held request whose client went away gives its ticket up, and ``forget`` drops the
+ticket of a host whose deploy ended (waking its held request).
+
+The gate never blocks by itself: :meth:`hold` registers a wake-up callback that the gate calls
+when it hands the request a stream, so the waiting is the caller's (the HTTP server waits on a
+threading.Event in :meth:`admit`; the benchmark waits on its virtual clock with the same gate).
 """
 
 from __future__ import annotations
@@ -14,7 +26,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from provisioner.deploy.base import StreamStats
 
 
 @dataclass(frozen=True)
@@ -23,35 +37,61 @@ class Admission:
 
     admitted: bool
     active: int  # streams in use after this decision
-    position: int  # 0 when admitted; else 1-based place in the queue
+    position: int  # 0 when admitted; else 1-based place in the queue (0: no ticket, queue full)
     waited_s: float  # since the ticket was first queued
+    held: bool = False  # refused after waiting inside the server (a long poll): ask again at once
+
+
+@dataclass
+class Hold:
+    """A request waiting inside the server for a stream (see :meth:`StreamGate.hold`)."""
+
+    key: str
+    wake: Callable[[], None]
+    admission: Admission | None = None  # set when the gate hands it a stream
+    cancelled: bool = False
+
+
+@dataclass
+class _Ticket:
+    first: float  # first asked
+    last: float  # last asked (renewed by every request and while held)
+    holds: list[Hold] = field(default_factory=list)
 
 
 class StreamGate:
-    """A counting gate with a FIFO ticket queue; thread-safe, never blocks."""
+    """A counting gate with a FIFO ticket queue and direct hand-over; thread-safe."""
 
     def __init__(
         self,
         limit: int,
         *,
         ticket_ttl_s: float = 60.0,
+        max_tickets: int = 4096,
+        max_held: int = 512,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if limit < 1:
             raise ValueError("a stream gate needs a limit of at least 1")
         self.limit = limit
         self.ticket_ttl_s = ticket_ttl_s
+        self.max_tickets = max_tickets
+        self.max_held = max_held
         self._clock = clock
         self._lock = threading.Lock()
-        # key -> (first asked, last asked); insertion order is the queue order
-        self._queue: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        self._active: dict[str, int] = {}
+        self._queue: OrderedDict[str, _Ticket] = OrderedDict()  # insertion order = queue order
+        self._active: dict[str, list[float]] = {}  # key -> admission times of its streams
+        self._held = 0
+        self._admitted = 0
+        self._wait_total = 0.0
+        self._streams_done = 0
+        self._stream_total = 0.0
 
     @property
     def active(self) -> int:
         """Streams in use."""
         with self._lock:
-            return sum(self._active.values())
+            return self._in_use()
 
     def waiting(self) -> list[str]:
         """Keys of the queued tickets, oldest first (expired ones dropped)."""
@@ -59,37 +99,194 @@ class StreamGate:
             self._expire(self._clock())
             return list(self._queue)
 
-    def try_admit(self, key: str) -> Admission:
-        """Take a stream for ``key`` if one is free and no older ticket waits for it."""
-        now = self._clock()
+    def stats(self) -> StreamStats:
+        """Counters and means since the gate was made."""
         with self._lock:
-            self._expire(now)
-            first = self._queue[key][0] if key in self._queue else now
-            self._queue[key] = (first, now)  # an existing ticket keeps its place
-            position = list(self._queue).index(key)
-            in_use = sum(self._active.values())
-            free = self.limit - in_use
-            if position < free:
-                del self._queue[key]
-                self._active[key] = self._active.get(key, 0) + 1
-                return Admission(True, in_use + 1, 0, now - first)
-            return Admission(False, in_use, position + 1, now - first)
+            done = self._streams_done
+            return StreamStats(
+                limit=self.limit,
+                active=self._in_use(),
+                waiting=len(self._queue),
+                held=self._held,
+                admitted=self._admitted,
+                mean_wait_s=self._wait_total / self._admitted if self._admitted else 0.0,
+                mean_stream_s=self._stream_total / done if done else 0.0,
+            )
+
+    # -- asking -----------------------------------------------------------------------------
+
+    def try_admit(self, key: str) -> Admission:
+        """Take a stream for ``key`` if one is free and no older ticket may take it; never waits."""
+        with self._lock:
+            answer, _ = self._ask(key, None)
+            return answer
+
+    def hold(self, key: str, wake: Callable[[], None]) -> Hold:
+        """Ask for a stream; if none is free now, wait for one inside the gate.
+
+        Returns a Hold whose ``admission`` is set at once (admitted, or refused without a hold
+        when the hold slots or the queue are full) or later, just before ``wake()`` is called
+        (outside the gate's lock). The caller must end a hold that is still waiting with
+        :meth:`cancel`.
+        """
+        h = Hold(key, wake)
+        with self._lock:
+            answer, queued = self._ask(key, h if self._held < self.max_held else None)
+            if not queued:
+                h.admission = answer
+        return h
+
+    def cancel(self, h: Hold, *, gone: bool = False) -> Admission:
+        """End a hold: its admission if a stream was handed to it meanwhile, else a held refusal.
+
+        ``gone``: the client went away; its ticket is dropped instead of keeping its place.
+        """
+        with self._lock:
+            if h.admission is not None:
+                return h.admission
+            now = self._clock()
+            h.cancelled = True
+            self._held -= 1
+            t = self._queue.get(h.key)
+            if t is not None:
+                if h in t.holds:
+                    t.holds.remove(h)
+                t.last = now
+                if gone and not t.holds:
+                    del self._queue[h.key]
+            position = list(self._queue).index(h.key) + 1 if h.key in self._queue else 0
+            first = t.first if t is not None else now
+            h.admission = Admission(False, self._in_use(), position, now - first, held=True)
+            return h.admission
+
+    def admit(
+        self,
+        key: str,
+        hold_s: float,
+        *,
+        gone: Callable[[], bool] | None = None,
+        poll_s: float = 1.0,
+    ) -> Admission:
+        """Blocking form of :meth:`hold` for a server thread: wait up to ``hold_s`` real seconds.
+
+        ``gone()`` is checked every ``poll_s`` while waiting: True (the client disconnected)
+        gives the ticket up.
+        """
+        if hold_s <= 0:
+            return self.try_admit(key)
+        event = threading.Event()
+        h = self.hold(key, event.set)
+        if h.admission is not None:
+            return h.admission
+        deadline = time.monotonic() + hold_s
+        while True:
+            left = deadline - time.monotonic()
+            if event.wait(max(0.0, min(poll_s, left))):
+                assert h.admission is not None
+                return h.admission
+            if gone is not None and gone():
+                return self.cancel(h, gone=True)
+            if left <= poll_s:
+                return self.cancel(h)
+
+    # -- giving back ------------------------------------------------------------------------
 
     def release(self, key: str) -> None:
-        """Give back one stream taken by ``key``."""
+        """Give back one stream taken by ``key``; hand it to the oldest held ticket at once."""
         with self._lock:
-            n = self._active.get(key, 0)
-            if n <= 1:
-                self._active.pop(key, None)
-            else:
-                self._active[key] = n - 1
+            now = self._clock()
+            started = self._active.get(key)
+            if started:
+                self._streams_done += 1
+                self._stream_total += now - started.pop(0)
+                if not started:
+                    del self._active[key]
+            woken = self._hand_over(now)
+        for h in woken:
+            h.wake()
 
     def forget(self, key: str) -> None:
-        """Drop ``key``'s ticket (its deploy ended); streams it holds are released on close."""
+        """Drop ``key``'s ticket (its deploy ended), ending its held requests; streams it holds
+        are released on close."""
         with self._lock:
-            self._queue.pop(key, None)
+            t = self._queue.pop(key, None)
+            if t is None:
+                return
+            now = self._clock()
+            woken = []
+            for h in t.holds:
+                self._held -= 1
+                h.cancelled = True
+                h.admission = Admission(False, self._in_use(), 0, now - t.first, held=True)
+                woken.append(h)
+            woken += self._hand_over(now)
+        for h in woken:
+            h.wake()
+
+    # -- inside the lock --------------------------------------------------------------------
+
+    def _in_use(self) -> int:
+        return sum(len(v) for v in self._active.values())
+
+    def _take(self, key: str, t: _Ticket | None, now: float) -> None:
+        self._active.setdefault(key, []).append(now)
+        self._admitted += 1
+        self._wait_total += now - (t.first if t is not None else now)
+
+    def _ask(self, key: str, h: Hold | None) -> tuple[Admission, bool]:
+        """One request of ``key``: admitted, or refused (queued with ``h`` when given)."""
+        now = self._clock()
+        self._expire(now)
+        t = self._queue.get(key)
+        if t is None:
+            if len(self._queue) >= self.max_tickets:
+                return Admission(False, self._in_use(), 0, 0.0), False
+            t = self._queue[key] = _Ticket(now, now)
+        t.last = now  # an existing ticket keeps its place
+        keys = list(self._queue)
+        position = keys.index(key)
+        in_use = self._in_use()
+        free = self.limit - in_use
+        if position < free:  # a free stream goes to the oldest tickets only
+            del self._queue[key]
+            self._take(key, t, now)
+            return Admission(True, in_use + 1, 0, now - t.first), False
+        if h is None:
+            return Admission(False, in_use, position + 1, now - t.first), False
+        t.holds.append(h)
+        self._held += 1
+        return Admission(False, in_use, position + 1, now - t.first), True
+
+    def _hand_over(self, now: float) -> list[Hold]:
+        """Give free streams to the oldest held tickets; the holds to wake."""
+        self._expire(now)
+        woken: list[Hold] = []
+        free = self.limit - self._in_use()
+        for key in list(self._queue):
+            if free <= 0:
+                break
+            t = self._queue[key]
+            if not t.holds:
+                continue  # polling: it gets a stream when it asks while one is free
+            h = t.holds.pop(0)
+            self._held -= 1
+            in_use = self._in_use()
+            h.admission = Admission(True, in_use + 1, 0, now - t.first)
+            self._take(key, t, now)
+            free -= 1
+            for extra in t.holds:  # a second request of the same host: refused, ticket gone
+                self._held -= 1
+                extra.cancelled = True
+                extra.admission = Admission(False, in_use + 1, 0, now - t.first, held=True)
+                woken.append(extra)
+            del self._queue[key]
+            woken.insert(0, h)
+        return woken
 
     def _expire(self, now: float) -> None:
-        stale = [k for k, (_, last) in self._queue.items() if now - last > self.ticket_ttl_s]
+        # a held ticket is renewed while it waits: only hosts that stopped asking expire
+        stale = [
+            k for k, t in self._queue.items() if not t.holds and now - t.last > self.ticket_ttl_s
+        ]
         for k in stale:
             del self._queue[k]

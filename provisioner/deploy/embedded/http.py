@@ -5,17 +5,21 @@ and cloud-init/autoinstall data, and receives the deploy callbacks. Request logs
 ``provisioner.deploy.http`` logger with tokens cut out of every path.
 
 Image streams (the files in ``gated_files``) are admitted by a StreamGate: beyond
-``max_image_streams`` at once a GET is answered ``503`` with ``Retry-After`` at once, and the
-stream is given back when its body is fully sent or the client goes away (the WSGI iterator's
-close). Everything else (iPXE, kernel/ramdisk, config, seeds, callbacks) is never gated.
+``max_image_streams`` at once a GET waits in the server (a long poll of at most ``hold_s``, its
+FIFO ticket in the gate's queue) and gets the next released stream the moment it is given back;
+a hold that runs out, or a request beyond the gate's hold slots, is answered ``503`` with
+``Retry-After``. A stream is given back when its body is fully sent or the client goes away (the
+WSGI iterator's close). Everything else (iPXE, kernel/ramdisk, config, seeds, callbacks) is never
+gated.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,12 @@ _RELEASE = "provisioner.release_stream"  # environ key: gives back the request's
 MAX_URL = 4096
 MAX_BODY = 8 * 1024 * 1024
 _LOGGED_PATH = 200
+# A held image request waits this long at most: far below busybox wget's 900 s read timeout and
+# any proxy's idle timeout; the ramdisk asks again at once after a held 503.
+IMAGE_HOLD_S = 25.0
+# A held 503's reason phrase: the ramdisk (busybox wget shows only the status line) asks again
+# at once after it, and waits Retry-After after a plain 503.
+HELD_REASON = "Stream Queue Hold Expired"
 
 
 def redact_path(path: str) -> str:
@@ -104,6 +114,24 @@ def _ticket_key(host: str | None, address: str | None) -> str:
     return f"host {host}" if host else f"address {address}"
 
 
+def _client_gone(environ: dict[str, Any]) -> Callable[[], bool] | None:
+    """A check that the client of a held request closed its connection (it sends nothing
+    while it waits for the response, so readable means EOF or a reset)."""
+    sock = environ.get("werkzeug.socket")
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def gone() -> bool:
+        try:
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    return gone
+
+
 class DeployServer:
     """Holds the sessions of the hosts being deployed and serves them over HTTP."""
 
@@ -115,6 +143,7 @@ class DeployServer:
         public_url: str,
         max_image_streams: int | None = None,
         retry_after_s: int = 1,
+        hold_s: float = IMAGE_HOLD_S,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -122,6 +151,7 @@ class DeployServer:
         self.files: dict[str, Path] = {}  # URL path under /files/ -> file
         self.gated_files: set[str] = set()  # names in ``files`` whose GETs take an image stream
         self.retry_after_s = retry_after_s
+        self.hold_s = hold_s  # 0: no long poll, every busy answer is an immediate 503
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
@@ -277,25 +307,30 @@ class DeployServer:
         gate = self.gate
         key = _ticket_key(request.args.get("host"), request.remote_addr)
         what = f"{request.remote_addr} ({key})"
-        a = gate.try_admit(key)
+        a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ))
         if not a.admitted:
             # the first refusal of a ticket at info, its retries at debug: no log flood
             level = logging.INFO if a.waited_s == 0 else logging.DEBUG
             log.log(
                 level,
-                "image stream refused for %s: %d/%d streams busy, queue place %d, waited %.0f s",
+                "image stream refused for %s%s: %d/%d streams busy, queue place %d, waited %.0f s",
                 what,
+                " after a hold" if a.held else "",
                 a.active,
                 gate.limit,
                 a.position,
                 a.waited_s,
             )
+            # a held refusal: ask again at once (the ticket keeps its place); else Retry-After
             return Response(
                 f"all {gate.limit} image streams are busy; queue place {a.position}, "
-                f"retry in {self.retry_after_s} s\n",
-                status=503,
+                f"retry in {0 if a.held else self.retry_after_s} s\n",
+                status=f"503 {HELD_REASON}" if a.held else 503,
                 mimetype="text/plain",
-                headers={"Retry-After": str(self.retry_after_s), "Cache-Control": "no-store"},
+                headers={
+                    "Retry-After": "0" if a.held else str(self.retry_after_s),
+                    "Cache-Control": "no-store",
+                },
             )
         log.info(
             "image stream %d/%d admitted for %s %s after %.0f s in the queue",

@@ -144,32 +144,40 @@ def lab_is_up() -> bool:
 
 def test_benchmark_small_rack(tmp_path: Path) -> None:
     # 20 Gb/s uplink: the old planner runs 1 host at a time; 8 at once saturate the uplink; the
-    # new default (a gated stream) keeps 8 in flight with 1 streaming.
+    # previous default keeps 8 in flight with 1 stream, the new one 8 with 2 (the whole uplink).
     # --lab only where no lab is up: then it must skip with a message, not deploy anything.
     lab = [] if lab_is_up() else ["--lab"]
-    proc = run_bench(["--hosts", "8", "--uplink-gbps", "20", "--max-parallel", "8",
-                      "--fail-rate", "0.1", "--retries", "1", *lab], tmp_path, 900)
+    proc = run_bench(["--hosts", "8", "--boot-s", "0", "--uplink-gbps", "20", "--planned",
+                      "--max-parallel", "8", "--fail-rate", "0.1", "--retries", "1", *lab],
+                     tmp_path, 900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = parse_result(proc.stdout)
-    assert r["hosts"] == "8" and r["wave"] == "1"
-    assert float(r["makespan_s"]) >= float(r["bound_s"]) > 0
-    assert float(r["ratio"]) >= 1.0
-    assert float(r["requests_per_host"]) >= 10  # discovery and boot control really happened
+    assert (r["hosts"], r["post_s"]) == ("8", "0")
+    p = {k.split("h8_p0_planned_", 1)[1]: v for k, v in r.items() if k.startswith("h8_p0_planned_")}
+    assert p["parallel"] == "1"
+    assert float(p["ratio"]) >= 1.0 and float(r["ratio"]) >= 1.0
+    assert float(r["previous_ratio"]) >= 1.0
+    assert float(r["h8_p0_new_makespan_s"]) >= float(r["h8_p0_new_bound_s"]) > 0
+    assert float(p["requests_per_host"]) >= 10  # discovery and boot control really happened
     # seed 1 fails sim-r01-u09's first attempt (draw 0.09 < 0.1); the retry succeeds
-    assert (r["injected"], r["retried"], r["failed"]) == ("1", "1", "0")
+    assert (p["injected"], p["retried"], p["failed"]) == ("1", "1", "0")
     # one host at a time streams at its link; eight share the uplink at a quarter of that
-    assert float(r["image_p50_s"]) == pytest.approx(4 * GIB * 8 / 10e9, rel=0.01)
-    assert float(r["oversubscribed_image_p50_s"]) == pytest.approx(
-        4 * float(r["image_p50_s"]), rel=0.01)
-    assert float(r["gated_image_p50_s"]) == pytest.approx(float(r["image_p50_s"]), rel=0.01)
-    assert "[planned] 1 hosts deploying at once (20 Gb/s uplink" in proc.stdout
-    # the new default: 8 hosts in flight per gated stream; the stream still runs at link rate
-    assert (r["new_parallel"], r["new_streams"]) == ("8", "1")
-    assert float(r["new_image_p50_s"]) == pytest.approx(float(r["image_p50_s"]), rel=0.01)
-    assert float(r["makespan_ratio_to_bound_new"]) >= 1.0
-    assert r["makespan_ratio_to_bound_old"] == r["ratio"]
-    assert "[new] 8 hosts deploying at once, 1 streaming at once (8 hosts at once, 1 image" in (
+    assert float(p["image_p50_s"]) == pytest.approx(4 * GIB * 8 / 10e9, rel=0.01)
+    assert float(r["h8_p0_oversubscribed_image_p50_s"]) == pytest.approx(
+        4 * float(p["image_p50_s"]), rel=0.01)
+    assert float(r["h8_p0_gated_image_p50_s"]) == pytest.approx(float(p["image_p50_s"]),
+                                                                 rel=0.01)
+    assert "[planned] 8 hosts, 0 s POST: 1 hosts deploying at once (20 Gb/s uplink" in (
         proc.stdout)
+    # the previous default: 1 stream (80% of 20 Gb/s), every host in flight, polled 503s
+    assert (r["h8_p0_previous_parallel"], r["h8_p0_previous_streams"]) == ("8", "1")
+    assert "busy answers per host" in proc.stdout
+    # the new default: 2 streams fill the uplink, each still at its link rate; all 8 in flight
+    assert (r["h8_p0_new_parallel"], r["h8_p0_new_streams"]) == ("8", "2")
+    assert float(r["h8_p0_new_image_p50_s"]) == pytest.approx(float(p["image_p50_s"]), rel=0.01)
+    assert "[new] 8 hosts, 0 s POST: 8 hosts deploying at once, 2 streaming at once (8 hosts " \
+        "at once, 2 image streams" in proc.stdout
+    assert float(r["h8_p0_new_util"]) <= 1.0
     if lab:
         assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
         assert "lab_1_s" not in r
@@ -180,7 +188,7 @@ def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
     with err.open("w") as errf:
         proc = subprocess.Popen(
             [sys.executable, str(REPO / "benchmarks" / "rack.py"), "--hosts", "32",
-             "--max-parallel", "0"],
+             "--boot-s", "0"],
             stdout=subprocess.DEVNULL, stderr=errf, cwd=tmp_path, start_new_session=True)
     try:
         deadline = time.monotonic() + 120

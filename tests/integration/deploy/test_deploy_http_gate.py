@@ -1,11 +1,14 @@
-"""The deploy HTTP server's image-stream gate on loopback: 503 + Retry-After beyond the limit,
-FIFO admission, the stream given back when the body is sent and when the client drops
-mid-stream, ungated paths, and logs without tokens."""
+"""The deploy HTTP server's image-stream gate on loopback: requests beyond the limit held in the
+server and handed a released stream at once (FIFO, a held 503 when the hold runs out, a client
+that disconnects while held gives its ticket up, bounded hold slots), 503 + Retry-After without
+a hold, FIFO admission across retries, the stream given back when the body is sent and when the
+client drops mid-stream, ungated paths, and logs without tokens."""
 
 from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,18 +17,17 @@ import pytest
 import requests
 
 from provisioner.deploy.embedded.gate import StreamGate
-from provisioner.deploy.embedded.http import DeployServer
+from provisioner.deploy.embedded.http import HELD_REASON, DeployServer
 from provisioner.deploy.embedded.sessions import HostSession
 
 IMAGE = "images/abc.raw"
 BIG = 64 << 20  # larger than any socket buffer: a dropped client leaves the server mid-write
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[DeployServer]:
+def make_server(tmp_path: Path, hold_s: float) -> DeployServer:
     srv = DeployServer(
         bind="127.0.0.1", port=0, public_url="http://127.0.0.1", max_image_streams=1,
-        retry_after_s=3,
+        retry_after_s=3, hold_s=hold_s,
     )
     small = tmp_path / "image.raw"
     small.write_bytes(bytes(range(256)) * 4096)
@@ -37,6 +39,23 @@ def server(tmp_path: Path) -> Iterator[DeployServer]:
     srv.files["ramdisk/initrd.img"] = small
     srv.gated_files.update({IMAGE, "images/big.raw"})
     srv.start()
+    return srv
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[DeployServer]:
+    """No hold: every busy answer is an immediate 503 (what a host gets when the hold slots
+    are full, and what the previous server always did)."""
+    srv = make_server(tmp_path, hold_s=0)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[DeployServer]:
+    """The default: busy requests wait in the server (a long hold, so that a hand-over that
+    does not happen shows as a timeout instead of a late success)."""
+    srv = make_server(tmp_path, hold_s=60)
     yield srv
     srv.stop()
 
@@ -150,3 +169,94 @@ def test_gate_logs_carry_no_tokens(server: DeployServer, caplog: pytest.LogCaptu
     assert "image stream 1/1 admitted for 127.0.0.1 (host h1)" in text
     assert "image stream released by 127.0.0.1 (host h1)" in text
     assert token not in text and s.token.reveal() not in text
+
+
+class Fetch(threading.Thread):
+    """One image GET in the background; its response (or error) when it ends."""
+
+    def __init__(self, srv: DeployServer, host: str) -> None:
+        super().__init__(daemon=True)
+        self.target_url = url(srv, f"/files/{IMAGE}?host={host}")
+        self.response: requests.Response | None = None
+
+    def run(self) -> None:
+        self.response = requests.get(self.target_url, timeout=30)
+
+
+def held_count(srv: DeployServer) -> int:
+    return gate(srv).stats().held
+
+
+def test_held_requests_get_released_streams_at_once_in_ticket_order(
+    held: DeployServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="provisioner.deploy.http")
+    assert gate(held).try_admit("host holder").admitted
+    fetches = []
+    for i, host in enumerate(("h1", "h2", "h3"), 1):
+        fetches.append(Fetch(held, host))
+        fetches[-1].start()
+        wait_until(lambda i=i: held_count(held) == i, f"{host} to wait in the server")
+    gate(held).release("host holder")
+    for f in fetches:
+        f.join(30)  # with a 60 s hold, only a hand-over answers them in time
+        assert f.response is not None and f.response.status_code == 200
+        assert f.response.content == bytes(range(256)) * 4096
+    order = [r.getMessage().split("(host ")[1].split(")")[0] for r in caplog.records
+             if "admitted for" in r.getMessage()]
+    assert order == ["h1", "h2", "h3"]
+    wait_until(lambda: gate(held).active == 0, "the streams to be given back")
+    assert gate(held).waiting() == [] and held_count(held) == 0
+
+
+def test_a_hold_that_runs_out_is_a_held_503_and_keeps_the_place(tmp_path: Path) -> None:
+    srv = make_server(tmp_path, hold_s=0.3)
+    try:
+        assert gate(srv).try_admit("host holder").admitted
+        r = requests.get(url(srv, f"/files/{IMAGE}?host=h1"), timeout=10)
+        assert r.status_code == 503 and r.reason == HELD_REASON
+        assert r.headers["Retry-After"] == "0" and "queue place 1, retry in 0 s" in r.text
+        assert gate(srv).waiting() == ["host h1"]
+    finally:
+        srv.stop()
+
+
+def test_a_held_client_that_disconnects_gives_up_its_ticket(held: DeployServer) -> None:
+    assert gate(held).try_admit("host holder").admitted
+    with socket.create_connection(("127.0.0.1", held.port), timeout=10) as sock:
+        sock.sendall(f"GET /files/{IMAGE}?host=gone HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        wait_until(lambda: held_count(held) == 1, "the request to wait in the server")
+    # the server notices the closed connection while it holds the request
+    wait_until(lambda: gate(held).waiting() == [], "the vanished host's ticket to go")
+    assert held_count(held) == 0
+    nxt = Fetch(held, "h2")
+    nxt.start()
+    wait_until(lambda: held_count(held) == 1, "h2 to wait in the server")
+    gate(held).release("host holder")
+    nxt.join(30)
+    assert nxt.response is not None and nxt.response.status_code == 200
+
+
+def test_beyond_the_hold_slots_a_request_gets_a_plain_503(held: DeployServer) -> None:
+    gate(held).max_held = 1
+    assert gate(held).try_admit("host holder").admitted
+    first = Fetch(held, "h1")
+    first.start()
+    wait_until(lambda: held_count(held) == 1, "h1 to wait in the server")
+    r = requests.get(url(held, f"/files/{IMAGE}?host=h2"), timeout=10)
+    assert r.status_code == 503 and r.reason != HELD_REASON and r.headers["Retry-After"] == "3"
+    assert gate(held).waiting() == ["host h1", "host h2"]  # h2 polls, its place kept
+    gate(held).release("host holder")
+    first.join(30)
+    assert first.response is not None and first.response.status_code == 200
+
+
+def test_unregistering_a_host_ends_its_held_request(held: DeployServer) -> None:
+    assert gate(held).try_admit("host holder").admitted
+    f = Fetch(held, "h1")
+    f.start()
+    wait_until(lambda: held_count(held) == 1, "h1 to wait in the server")
+    held.unregister("h1")  # its deploy ended: the host is powered off, its request answered
+    f.join(30)
+    assert f.response is not None and f.response.status_code == 503
+    assert gate(held).waiting() == [] and gate(held).active == 1

@@ -8,6 +8,7 @@ that verifies but has no partition table. Data disks stay byte-for-byte unchange
 from __future__ import annotations
 
 import hashlib
+import logging
 import shlex
 import shutil
 import subprocess
@@ -181,12 +182,28 @@ def wait_until(cond: object, what: str, limit_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def gated(rig: dict) -> Iterator[DeployServer]:
-    server = DeployServer(bind="127.0.0.1", port=0, public_url="", max_image_streams=1, retry_after_s=1)
+def gated_server(rig: dict, hold_s: float) -> DeployServer:
+    server = DeployServer(bind="127.0.0.1", port=0, public_url="", max_image_streams=1,
+                          retry_after_s=1, hold_s=hold_s)
     server.files["images/test.raw"] = rig["tmp"] / "image.raw"
     server.gated_files.add("images/test.raw")
     server.start()
+    return server
+
+
+@pytest.fixture
+def gated(rig: dict) -> Iterator[DeployServer]:
+    """No hold: busy answers are plain 503s (the server's hold slots full, or an older server)."""
+    server = gated_server(rig, hold_s=0)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def held(rig: dict) -> Iterator[DeployServer]:
+    """The default server: busy requests wait in it. A 60 s hold, so that a stream not handed
+    over at once shows as a busy answer in the host's log."""
+    server = gated_server(rig, hold_s=60)
     yield server
     server.stop()
 
@@ -235,3 +252,54 @@ def test_host_gives_up_after_image_wait_and_reports_it(rig: dict, gated: DeployS
     assert "FAILED: the deploy server's image streams stayed busy (503) for over 2s" in log
     assert "settings.embedded.max_image_streams" in log
     assert (root / "dev/vdz").read_bytes() == b"\xaa" * (3 << 20)  # nothing written
+
+
+def admitted_hosts(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage().split("(host ")[1].split(")")[0] for r in caplog.records
+            if "admitted for" in r.getMessage()]
+
+
+def test_second_host_gets_the_stream_the_moment_the_first_finishes(
+    rig: dict, held: DeployServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="provisioner.deploy.http")
+    gate = held.gate
+    assert gate is not None and gate.try_admit("host holder").admitted
+    sa, pa, ra = gated_host(rig, held, "ha", {})
+    wait_until(lambda: gate.stats().held == 1, "ha to wait in the server")
+    sb, pb, rb = gated_host(rig, held, "hb", {})
+    wait_until(lambda: gate.stats().held == 2, "hb to wait in the server")
+    gate.release("host holder")
+    out_a, _ = pa.communicate(timeout=120)
+    out_b, _ = pb.communicate(timeout=120)
+    sha = hashlib.sha256(IMAGE).hexdigest()
+    for session, root, out in ((sa, ra, out_a), (sb, rb, out_b)):
+        log = session.reports[FAILED].log
+        # one request each, answered with the stream: no busy answer, no retry
+        assert "busy" not in log, out
+        assert f"sha256 verified: {sha}" in log, out
+        assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
+        assert "FAILED: the image on /dev/vdz has no partition table" in log
+    assert admitted_hosts(caplog) == ["ha", "hb"]  # first asked, first served
+    assert gate.active == 0 and gate.stats().admitted == 3
+
+
+def test_a_held_503_is_asked_again_at_once(rig: dict, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="provisioner.deploy.http")
+    server = gated_server(rig, hold_s=0.3)  # holds run out while the stream stays taken
+    try:
+        gate = server.gate
+        assert gate is not None and gate.try_admit("host holder").admitted
+        session, proc, root = gated_host(rig, server, "hc", {"IMAGE_RETRY_S": "30"})
+        # two held 503s: hc asked again after the first without its 30 s retry wait
+        wait_until(lambda: sum("after a hold" in r.getMessage() for r in caplog.records) >= 2,
+                   "hc's second held 503")
+        gate.release("host holder")
+        out, _ = proc.communicate(timeout=60)  # with a 30 s retry it would take far longer
+        log = session.reports[FAILED].log
+        assert "image streams busy: queued at the server" in log, out
+        assert "image stream admitted after" in log, out
+        assert "retrying every" not in log, out
+        assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
+    finally:
+        server.stop()

@@ -1,10 +1,15 @@
-"""The image-stream gate alone: limit, FIFO tickets that keep their place, expiry, release."""
+"""The image-stream gate alone: limit, FIFO tickets that keep their place, expiry, release, and
+held requests handed a released stream at once (FIFO, bounded, vanished hosts dropped)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
 
-from provisioner.deploy.embedded.gate import StreamGate
+from provisioner.deploy.embedded.gate import Admission, StreamGate
 
 
 class Clock:
@@ -81,3 +86,135 @@ def test_release_counts_per_stream() -> None:
 def test_limit_must_be_positive() -> None:
     with pytest.raises(ValueError):
         StreamGate(0)
+
+
+# -- held requests (the long poll) ------------------------------------------------------------
+
+
+class Wakes:
+    """Records which holds the gate woke, in order."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def __call__(self, name: str) -> Callable[[], None]:
+        return lambda: self.order.append(name)
+
+
+def test_a_released_stream_goes_to_the_oldest_held_request_at_once() -> None:
+    clock = Clock()
+    gate = StreamGate(1, clock=clock)
+    wakes = Wakes()
+    assert gate.try_admit("holder").admitted
+    holds = {k: gate.hold(k, wakes(k)) for k in ("first", "second", "third")}
+    assert all(h.admission is None for h in holds.values())  # all three wait in the gate
+    assert gate.stats().held == 3 and gate.waiting() == ["first", "second", "third"]
+    clock.now = 4.0
+    gate.release("holder")
+    # handed over in the release itself: no stream is ever free while a host waits
+    assert wakes.order == ["first"] and gate.active == 1
+    first = holds["first"].admission
+    assert first is not None and first.admitted and first.waited_s == 4.0
+    clock.now = 7.0
+    gate.release("first")
+    gate.release("second")
+    assert wakes.order == ["first", "second", "third"]
+    stats = gate.stats()
+    assert (stats.held, stats.waiting, stats.admitted) == (0, 0, 4)
+    assert stats.mean_stream_s == pytest.approx((4.0 + 3.0 + 0.0) / 3)
+
+
+def test_a_hold_that_runs_out_keeps_its_place() -> None:
+    clock = Clock()
+    gate = StreamGate(1, clock=clock)
+    assert gate.try_admit("holder").admitted
+    first = gate.hold("first", lambda: None)
+    second = gate.hold("second", lambda: None)
+    clock.now = 25.0
+    refused = gate.cancel(first)  # its hold ran out: a held 503, it asks again at once
+    assert not refused.admitted and refused.held and refused.position == 1
+    again = gate.hold("first", lambda: None)
+    assert again.admission is None and gate.waiting() == ["first", "second"]
+    gate.release("holder")
+    assert again.admission is not None and again.admission.admitted
+    assert second.admission is None  # still waiting, next in line
+
+
+def test_a_released_stream_skips_a_polling_host_but_it_keeps_its_place() -> None:
+    gate = StreamGate(1)
+    wakes = Wakes()
+    assert gate.try_admit("holder").admitted
+    assert not gate.try_admit("poller").admitted  # asks, sleeps, asks again (no hold)
+    gate.hold("held", wakes("held"))
+    gate.release("holder")
+    # the stream does not idle until the poller asks again: the held request gets it
+    assert wakes.order == ["held"]
+    assert gate.try_admit("late").position == 2  # the poller is still ahead of newcomers
+    gate.release("held")
+    assert gate.try_admit("poller").admitted
+
+
+def test_a_vanished_host_gives_up_its_ticket() -> None:
+    clock = Clock()
+    gate = StreamGate(1, ticket_ttl_s=30, clock=clock)
+    wakes = Wakes()
+    assert gate.try_admit("holder").admitted
+    gone = gate.hold("gone", wakes("gone"))
+    gate.hold("alive", wakes("alive"))
+    clock.now = 100.0  # a held ticket never expires while it waits
+    assert gate.waiting() == ["gone", "alive"]
+    refused = gate.cancel(gone, gone=True)  # its client closed the connection
+    assert not refused.admitted and refused.position == 0
+    assert gate.waiting() == ["alive"]
+    gate.release("holder")
+    assert wakes.order == ["alive"]
+
+
+def test_forget_wakes_a_withdrawn_hosts_held_request() -> None:
+    gate = StreamGate(1)
+    wakes = Wakes()
+    assert gate.try_admit("holder").admitted
+    h = gate.hold("withdrawn", wakes("withdrawn"))
+    gate.hold("next", wakes("next"))
+    gate.forget("withdrawn")
+    assert wakes.order == ["withdrawn"]
+    assert h.admission is not None and not h.admission.admitted and gate.stats().held == 1
+    gate.release("holder")
+    assert wakes.order == ["withdrawn", "next"]
+
+
+def test_holds_and_tickets_are_bounded() -> None:
+    gate = StreamGate(1, max_held=2, max_tickets=3)
+    assert gate.try_admit("holder").admitted
+    assert gate.hold("a", lambda: None).admission is None
+    assert gate.hold("b", lambda: None).admission is None
+    over = gate.hold("c", lambda: None)  # no hold slot left: refused at once, ticket queued
+    assert over.admission is not None and not over.admission.admitted
+    assert not over.admission.held and over.admission.position == 3
+    full = gate.try_admit("d")  # no ticket left either
+    assert not full.admitted and full.position == 0
+    assert gate.waiting() == ["a", "b", "c"] and gate.stats().held == 2
+
+
+def test_blocking_admit_is_handed_the_stream_from_another_thread() -> None:
+    gate = StreamGate(1)
+    assert gate.try_admit("holder").admitted
+    got: list[Admission] = []
+    waiter = threading.Thread(target=lambda: got.append(gate.admit("w", hold_s=60)))
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while gate.stats().held == 0:
+        assert time.monotonic() < deadline, "the request never waited in the gate"
+        time.sleep(0.01)
+    gate.release("holder")
+    waiter.join(30)  # a hand-over that did not happen would hold it 60 s
+    assert not waiter.is_alive() and got[0].admitted
+
+
+def test_blocking_admit_gives_up_when_the_client_goes() -> None:
+    gate = StreamGate(1)
+    assert gate.try_admit("holder").admitted
+    a = gate.admit("w", hold_s=60, gone=lambda: True, poll_s=0.01)
+    assert not a.admitted and a.held and gate.waiting() == []
+    b = gate.admit("x", hold_s=0.05, poll_s=0.01)  # the hold runs out: refused, place kept
+    assert not b.admitted and b.held and b.position == 1 and gate.waiting() == ["x"]

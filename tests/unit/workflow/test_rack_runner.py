@@ -270,29 +270,36 @@ def test_run_playbook_runs_several_in_order(tmp_path: Path, monkeypatch: pytest.
 
 def test_gated_streams_allow_more_hosts_in_flight() -> None:
     image = 4 * 2**30
-    plan = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, image_bytes=image, streams=8)
-    assert (plan.size, plan.streams) == (64, 8)  # 8 hosts per stream
-    assert plan.reason == "64 hosts at once, 8 image streams (uplink 100 Gb/s x 80% / 10 Gb/s)"
+    plan = choose_wave_size(
+        400, uplink_gbps=100, host_link_gbps=10, image_bytes=image, streams=10, ceiling=512
+    )
+    # starts with 8 hosts per stream, may grow to every host (the ceiling is above 400)
+    assert (plan.size, plan.streams, plan.ceiling) == (80, 10, 400)
+    assert plan.reason == "80 to 400 hosts at once, 10 image streams (uplink 100 Gb/s / 10 Gb/s)"
     assert plan.summary == plan.reason
     ungated = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10)
     assert ungated.summary == "8 at once (100 Gb/s uplink x 80% / 10 Gb/s per host = 8 at once)"
+    assert ungated.ceiling is None
     assert plan.est_makespan_s is not None and plan.bound_s is not None
     assert plan.est_makespan_s >= plan.bound_s
-    # capped at 64 hosts in flight, never below the stream count
-    assert choose_wave_size(400, uplink_gbps=400, host_link_gbps=10, streams=32).size == 64
-    assert choose_wave_size(400, uplink_gbps=1000, host_link_gbps=10, streams=80).size == 80
+    # the ceiling caps the start too; never below the stream count
+    capped = choose_wave_size(400, uplink_gbps=400, host_link_gbps=10, streams=32, ceiling=64)
+    assert (capped.size, capped.ceiling) == (64, None)
+    assert choose_wave_size(400, uplink_gbps=1000, host_link_gbps=10, streams=80, ceiling=64).size == 80
     # a small lab: every host at once, as before
-    assert choose_wave_size(3, uplink_gbps=38, host_link_gbps=10, streams=3).size == 3
+    lab = choose_wave_size(3, uplink_gbps=38, host_link_gbps=10, streams=3)
+    assert (lab.size, lab.ceiling) == (3, None)
     assert choose_wave_size(2, uplink_gbps=1, host_link_gbps=10, streams=1).size == 2
     one = choose_wave_size(1, uplink_gbps=25, host_link_gbps=10, streams=2)
-    assert one.summary == "1 host at once, 2 image streams (uplink 25 Gb/s x 80% / 10 Gb/s)"
+    assert one.summary == "1 host at once, 2 image streams (uplink 25 Gb/s / 10 Gb/s)"
     assert choose_wave_size(8, uplink_gbps=10, host_link_gbps=10, streams=1).summary == (
-        "8 hosts at once, 1 image stream (uplink 10 Gb/s x 80% / 10 Gb/s)")
-    # --max-parallel still wins; the reason names the streams too
+        "8 hosts at once, 1 image stream (uplink 10 Gb/s / 10 Gb/s)")
+    # --max-parallel still wins: fixed, not adaptive; the reason names the streams too
     explicit = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=8, explicit=16)
     assert explicit.size == 16 and explicit.reason == "--max-parallel 16, 8 image streams"
+    assert explicit.ceiling is None
     # a stream count set by hand is named as such
-    manual = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=4)
+    manual = choose_wave_size(400, uplink_gbps=100, host_link_gbps=10, streams=4, ceiling=512)
     assert manual.size == 32 and "settings.embedded.max_image_streams" in manual.reason
 
 
@@ -303,7 +310,7 @@ def test_embedded_backend_plans_with_its_stream_gate(site: Site, tmp_path: Path)
     streams = max_image_streams(site)
     s = site.settings
     link = s.embedded.host_link_gbps if s.embedded else 10.0
-    assert streams == max(1, math.floor(s.uplink_gbps * 0.8 / link))
+    assert streams == max(1, math.floor(s.uplink_gbps / link))  # the whole uplink
     backend = EmbeddedBackend()
     assert backend.image_streams(site) == streams
     hosts = list(site.hosts)

@@ -34,15 +34,17 @@ disk=$(sh "${PICK_DISK:-/pick-disk.sh}" "$@" 2>$TMP/pick.err) || { cat $TMP/pick
 cat $TMP/pick.err >> "$LOG"
 log "root disk: /dev/$disk ($(cat "$SYS/block/$disk/size") sectors)"
 
-# The server admits a limited number of image streams at once and answers the others
-# "503 Service Unavailable" with Retry-After (its FIFO ticket for this host keeps its place while
-# we keep asking). busybox wget (1.35) prints only the status line of an error response, not its
-# headers, so Retry-After cannot be read here: the wait is IMAGE_RETRY_S from the per-host
-# config (the server's Retry-After value), or a Retry-After a wget that prints headers showed,
-# plus a jitter of up to 50% so that refused hosts do not retry in lockstep. A 503 carries no
-# body: nothing is written to the disk before the stream is admitted (dd's notrunc keeps a
-# busy answer from truncating a target that is a plain file). Gives up after IMAGE_WAIT_S
-# seconds of busy answers.
+# The server admits a limited number of image streams at once. A request beyond them waits in
+# the server (a long poll, its FIFO ticket queued) and gets the next stream the moment one is
+# released; when the hold runs out the server answers "503 Stream Queue Hold Expired" and we ask
+# again at once (the ticket keeps its place). A plain 503 (the server's hold slots are full, or
+# an older server) means: wait and ask again. busybox wget (1.35) prints only the status line of
+# an error response, not its headers, so Retry-After cannot be read here: the wait is
+# IMAGE_RETRY_S from the per-host config (the server's Retry-After value), or a Retry-After a
+# wget that prints headers showed, plus a jitter of up to 50% so that refused hosts do not retry
+# in lockstep. A 503 carries no body: nothing is written to the disk before the stream is
+# admitted (dd's notrunc keeps a busy answer from truncating a target that is a plain file).
+# Gives up after IMAGE_WAIT_S seconds of busy answers.
 stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited too long
   waited_since=$(date +%s)
   limit=${IMAGE_WAIT_S:-7200}
@@ -66,10 +68,15 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
       return 1
     fi
     busy=$((busy + 1))
+    elapsed=$(( $(date +%s) - waited_since ))
+    if grep -q '^ *HTTP/[0-9.]* 503 Stream Queue Hold Expired' $TMP/wget.err; then
+      [ "$elapsed" -lt "$limit" ] || return 2
+      [ "$busy" -eq 1 ] && log "image streams busy: queued at the server, up to ${limit}s"
+      continue
+    fi
     after=$(sed -n 's/^ *[Rr][Ee][Tt][Rr][Yy]-[Aa][Ff][Tt][Ee][Rr]: *\([0-9][0-9]*\).*/\1/p' $TMP/wget.err | tail -1)
     after=${after:-${IMAGE_RETRY_S:-1}}
     jitter=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % ((after + 1) / 2 + 1) ))
-    elapsed=$(( $(date +%s) - waited_since ))
     [ $((elapsed + after + jitter)) -le "$limit" ] || return 2
     [ "$busy" -eq 1 ] && log "image streams busy (503): retrying every ${after}s (+jitter), up to ${limit}s"
     sleep $((after + jitter))
