@@ -22,7 +22,7 @@ from provisioner.redfish.errors import BMCVerifyFailed
 from provisioner.state import NodeState, StateStore
 from provisioner.state.states import DONE_STATES
 from provisioner.workflow.bmc_access import open_bmc
-from provisioner.workflow.bulk import ActionResult, run_on_hosts
+from provisioner.workflow.bulk import ActionResult, run_per_host
 
 
 class Status(StrEnum):
@@ -161,22 +161,14 @@ Reader = Callable[[RedfishBMC, Host], list[Item]]
 
 def _check(site: Site, hosts: Sequence[Host], reader: Reader, *, max_parallel: int | None,
            opener: Callable[[Site, Host], RedfishBMC]) -> list[HostCompliance]:
-    # run_on_hosts hands an operation only the BMC: remember which host each one belongs to.
-    owner: dict[int, Host] = {}
     items: dict[str, list[Item]] = {}
 
-    def open_(s: Site, host: Host) -> RedfishBMC:
-        bmc = opener(s, host)
-        owner[id(bmc)] = host
-        return bmc
-
-    def op(bmc: RedfishBMC) -> str:
-        host = owner[id(bmc)]
+    def op(bmc: RedfishBMC, host: Host) -> str:
         found = reader(bmc, host)
         items[host.name] = found
         return f"{sum(not i.compliant for i in found)} drifted"
 
-    results = run_on_hosts(site, hosts, op, max_parallel=max_parallel, opener=open_)
+    results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
     return [HostCompliance(r.host, items.get(r.host, []), r.reason, r.error, r.warnings)
             for r in results]
 
@@ -336,15 +328,8 @@ def apply_bios(site: Site, hosts: Sequence[Host], store: StateStore, *,
                 f"maintenance first (provision maintenance {host.name}) or pass --force"))
         else:
             eligible.append(host)
-    owner: dict[int, Host] = {}
-
-    def open_(s: Site, host: Host) -> RedfishBMC:
-        bmc = opener(s, host)
-        owner[id(bmc)] = host
-        return bmc
-
-    results += run_on_hosts(site, eligible, lambda bmc: _apply_one(bmc, owner[id(bmc)], opts),
-                            max_parallel=max_parallel, opener=open_)
+    results += run_per_host(site, eligible, lambda bmc, host: _apply_one(bmc, host, opts),
+                            max_parallel=max_parallel, opener=opener)
     for res in results:
         store.record_event(res.host, "bios", res.detail if res.ok else
                            f"bios apply failed ({res.reason}): {res.error}",

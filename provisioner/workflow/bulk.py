@@ -79,6 +79,29 @@ def record_outcomes(
                            {"error": res.error} if res.error else None)
 
 
+HostOperation = Callable[[RedfishBMC, Host], str]
+
+
+def run_per_host(
+    site: Site,
+    hosts: Sequence[Host],
+    operation: HostOperation,
+    *,
+    max_parallel: int | None = None,
+    opener: Callable[[Site, Host], RedfishBMC] = open_bmc,
+) -> list[ActionResult]:
+    """:func:`run_on_hosts` for an operation that also needs the inventory host it acts on."""
+    owner: dict[int, Host] = {}
+
+    def open_(s: Site, host: Host) -> RedfishBMC:
+        bmc = opener(s, host)
+        owner[id(bmc)] = host
+        return bmc
+
+    return run_on_hosts(site, hosts, lambda bmc: operation(bmc, owner[id(bmc)]),
+                        max_parallel=max_parallel, opener=open_)
+
+
 def power_operation(action: PowerAction | None, *, wait_s: float = 0.0) -> Operation:
     """An operation that performs ``action`` (None: only read) and reports the power state."""
 

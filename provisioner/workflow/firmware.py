@@ -28,7 +28,7 @@ from provisioner.state import NodeState, StateStore
 from provisioner.state.states import DONE_STATES
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
-from provisioner.workflow.bulk import ActionResult, run_on_hosts
+from provisioner.workflow.bulk import ActionResult, run_per_host
 from provisioner.workflow.firmware_images import ImageCache, ImageServer, serve_images
 
 
@@ -132,19 +132,12 @@ def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = N
     """Read every host's inventory once and plan it; hosts that could not be read are
     returned as failed results."""
     plans: dict[str, HostPlan] = {}
-    owner: dict[int, Host] = {}
 
-    def open_(s: Site, host: Host) -> RedfishBMC:
-        bmc = opener(s, host)
-        owner[id(bmc)] = host
-        return bmc
-
-    def op(bmc: RedfishBMC) -> str:
-        host = owner[id(bmc)]
+    def op(bmc: RedfishBMC, host: Host) -> str:
         plans[host.name] = plan_host(host, read_components(bmc))
         return f"{len(plans[host.name].steps)} steps"
 
-    results = run_on_hosts(site, hosts, op, max_parallel=max_parallel, opener=open_)
+    results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
     return plans, [r for r in results if not r.ok]
 
 
@@ -168,19 +161,11 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
             if step.image.sha256 not in images:
                 images[step.image.sha256] = _verify(cache, step.image)
     todo = [h for h in eligible if h.name in plans]
-    owner: dict[int, Host] = {}
-
-    def open_(s: Site, host: Host) -> RedfishBMC:
-        bmc = opener(s, host)
-        owner[id(bmc)] = host
-        return bmc
-
     with serve_images(site.settings.firmware_server, cache) as server:
-        def op(bmc: RedfishBMC) -> str:
-            host = owner[id(bmc)]
+        def op(bmc: RedfishBMC, host: Host) -> str:
             return _update_host(bmc, plans[host.name], images, server, store, opts)
 
-        results += run_on_hosts(site, todo, op, max_parallel=max_parallel, opener=open_)
+        results += run_per_host(site, todo, op, max_parallel=max_parallel, opener=opener)
     for res in results:
         if not res.ok:
             store.record_event(res.host, "firmware",
