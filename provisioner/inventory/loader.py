@@ -6,6 +6,7 @@ Every error names the file, the line and the key, and says how to fix it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,24 @@ from netaddr import AddrFormatError, IPAddress, IPNetwork, IPSet
 from pydantic import ValidationError
 
 from provisioner.exceptions import InventoryError
-from provisioner.inventory.addressing import PlanError, build_pool, slot_of, smallest_prefix_for
+from provisioner.inventory.addressing import (
+    PlanError,
+    Pool,
+    build_pool,
+    slot_of,
+    smallest_prefix_for,
+)
 from provisioner.inventory.filecheck import check_referenced_files
 from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
-from provisioner.inventory.spec import NAME_RE, BMCSpec, RackSpec, SiteSpec, merge_firmware
-from provisioner.inventory.yamlsrc import LineMap, load_yaml
+from provisioner.inventory.spec import (
+    NAME_RE,
+    BMCSpec,
+    HostSpec,
+    RackSpec,
+    SiteSpec,
+    merge_firmware,
+)
+from provisioner.inventory.yamlsrc import LineMap, Path_, load_yaml
 from provisioner.wording import keys_at, suggest
 
 SITE_FILE_NAMES = ("site.yml", "site.yaml")
@@ -281,6 +295,121 @@ def _merge_bmc(default: BMCSpec | None, own: BMCSpec | None) -> BMCSpec:
     return BMCSpec(**merged)
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every host of a site is resolved against."""
+
+    spec: SiteSpec
+    site_dir: Path
+    lines: LineMap
+    profiles: dict[str, HostProfile]
+    networks: dict[str, Network]
+    pools: dict[str, Pool]
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One host entry of the site file: its rack, its own keys and where it is written."""
+
+    ri: int
+    rack: RackSpec
+    hi: int
+    host: HostSpec
+
+    @property
+    def path(self) -> Path_:
+        return ("racks", self.ri, "hosts", self.hi)
+
+
+@dataclass
+class _Claims:
+    """What the hosts resolved so far hold; each belongs to one host of the site only."""
+
+    lines: LineMap
+    names: dict[str, Path_] = field(default_factory=dict)
+    units: dict[tuple[str, int], str] = field(default_factory=dict)
+    bmcs: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    macs: dict[str, str] = field(default_factory=dict)
+    addresses: dict[tuple[str, IPAddress], str] = field(default_factory=dict)
+
+    def name(self, name: str, hpath: Path_) -> None:
+        if name in self.names:
+            first = self.lines.line(self.names[name])
+            raise self.lines.error(
+                hpath,
+                f"duplicate hostname {name!r} (first declared at line {first})",
+                hint="hostnames must be unique across the site",
+            )
+        self.names[name] = hpath
+
+    def rack_units(self, slot: _Slot, name: str, units: int) -> None:
+        h, rack = slot.host, slot.rack
+        top = h.u + units - 1
+        if top > rack.units:
+            raise self.lines.error(
+                (*slot.path, "u"),
+                f"host {name!r} at U{h.u} ({units}U) does not fit rack "
+                f"{rack.name!r} of {rack.units}U",
+            )
+        for unit in range(h.u, top + 1):
+            if (rack.name, unit) in self.units:
+                raise self.lines.error(
+                    (*slot.path, "u"),
+                    f"host {name!r} at U{h.u} overlaps host {self.units[(rack.name, unit)]!r} "
+                    f"at U{unit} of rack {rack.name!r}",
+                    hint="two hosts cannot share a rack unit; check `u` and the profile's units",
+                )
+            self.units[(rack.name, unit)] = name
+
+    def bmc(self, hpath: Path_, name: str, address: str, port: int | None) -> None:
+        key = (address, port)
+        if key in self.bmcs:
+            raise self.lines.error(
+                (*hpath, "bmc", "address"),
+                f"BMC address {address}{':' + str(port) if port else ''} of host "
+                f"{name!r} is already used by host {self.bmcs[key]!r}",
+                hint="every host has its own BMC",
+            )
+        self.bmcs[key] = name
+
+    def mac(self, hpath: Path_, name: str, mac: str | None) -> None:
+        if not mac:
+            return
+        if mac in self.macs:
+            raise self.lines.error(
+                (*hpath, "provisioning_mac"),
+                f"MAC {mac} of host {name!r} is also host {self.macs[mac]!r}'s",
+            )
+        self.macs[mac] = name
+
+    def host_addresses(
+        self, hpath: Path_, name: str, addresses: dict[str, IPAddress], own_bmc: bool
+    ) -> None:
+        for net_name, ip in addresses.items():
+            if net_name == "bmc" and own_bmc:
+                continue  # BMC addresses were checked with the BMC
+            k = (net_name, ip)
+            if k in self.addresses:
+                raise self.lines.error(
+                    hpath,
+                    f"host {name!r} and host {self.addresses[k]!r} both get {ip} on network "
+                    f"{net_name!r}",
+                    hint="a pinned address collides with a planned one: pin another address "
+                    "or add it to the network's reserved ranges",
+                )
+            self.addresses[k] = name
+
+
+def _pools(networks: dict[str, Network], lines: LineMap) -> dict[str, Pool]:
+    pools = {}
+    for name, net in networks.items():
+        try:
+            pools[name] = build_pool(net.cidr, net.gateway, list(net.reserved))
+        except PlanError as exc:
+            raise lines.error(("networks", name, "reserved"), str(exc)) from None
+    return pools
+
+
 def _hosts(
     spec: SiteSpec,
     site_dir: Path,
@@ -288,195 +417,181 @@ def _hosts(
     profiles: dict[str, HostProfile],
     networks: dict[str, Network],
 ) -> list[Host]:
-    pools = {}
-    for name, net in networks.items():
+    ctx = _Context(spec, site_dir, lines, profiles, networks, _pools(networks, lines))
+    claims = _Claims(lines)
+    return [
+        _host(ctx, claims, _Slot(ri, rack, hi, h))
+        for ri, rack in enumerate(spec.racks)
+        for hi, h in enumerate(rack.hosts)
+    ]
+
+
+def _host(ctx: _Context, claims: _Claims, slot: _Slot) -> Host:
+    """Resolve one host entry; its checks run in this order, so the first problem is reported."""
+    h, hpath = slot.host, slot.path
+    name = _host_name(slot.rack, slot.ri, slot.hi, h.u, h.name, ctx.lines)
+    claims.name(name, hpath)
+    profile = _profile(ctx, slot, name)
+    claims.rack_units(slot, name, profile.units)
+    addresses = _pinned_addresses(ctx, slot)
+    addresses.update(_planned_addresses(ctx, slot, name, skip=set(addresses)))
+    defaults = slot.rack.defaults
+    bmc = _merge_bmc(defaults.bmc if defaults else None, h.bmc)
+    bmc_address = _bmc_address(ctx, slot, name, bmc, addresses)
+    claims.bmc(hpath, name, bmc_address, bmc.port)
+    bmc_ref = _bmc_ref(ctx, slot, name, bmc, bmc_address)
+    claims.mac(hpath, name, h.provisioning_mac)
+    host = Host(
+        name=name,
+        rack=slot.rack.name,
+        u=h.u,
+        profile=profile,
+        bmc=bmc_ref,
+        provisioning_mac=h.provisioning_mac,
+        root_disk=h.root_disk or profile.root_disk,
+        addresses=addresses,
+        vars=dict(h.vars),
+        line=ctx.lines.line(hpath),
+        bios={**profile.bios, **h.bios},
+        firmware=merge_firmware(profile.firmware, h.firmware),
+    )
+    claims.host_addresses(hpath, name, addresses, own_bmc=bool(bmc.address))
+    return host
+
+
+def _profile(ctx: _Context, slot: _Slot, name: str) -> HostProfile:
+    """The host's own profile, else its rack's default one."""
+    h, defaults = slot.host, slot.rack.defaults
+    profile_name = h.profile or (defaults.profile if defaults else None)
+    if profile_name is None:
+        raise ctx.lines.error(
+            slot.path,
+            f"host {name!r} has no profile",
+            hint="set `profile:` on the host or in the rack's `defaults`",
+        )
+    if profile_name not in ctx.profiles:
+        known = ", ".join(sorted(ctx.profiles)) or "none defined"
+        raise ctx.lines.error(
+            (*slot.path, "profile") if h.profile else ("racks", slot.ri, "defaults", "profile"),
+            f"unknown profile {profile_name!r} for host {name!r}",
+            hint=f"define it under `profiles:` (known: {known})",
+        )
+    return ctx.profiles[profile_name]
+
+
+def _pinned_addresses(ctx: _Context, slot: _Slot) -> dict[str, IPAddress]:
+    """The addresses the host's `addresses:` pins, each inside its network."""
+    addresses: dict[str, IPAddress] = {}
+    for net_name, text in slot.host.addresses.items():
+        apath = (*slot.path, "addresses", net_name)
+        if net_name not in ctx.networks:
+            raise ctx.lines.error(apath, f"unknown network {net_name!r}")
         try:
-            pools[name] = build_pool(net.cidr, net.gateway, list(net.reserved))
-        except PlanError as exc:
-            raise lines.error(("networks", name, "reserved"), str(exc)) from None
+            ip = IPAddress(text)
+        except (AddrFormatError, ValueError):
+            raise ctx.lines.error(apath, f"{text!r} is not an IP address") from None
+        if ip not in ctx.networks[net_name].cidr:
+            raise ctx.lines.error(apath, f"{ip} is not inside {ctx.networks[net_name].cidr}")
+        addresses[net_name] = ip
+    return addresses
 
-    names: dict[str, tuple[str | int, ...]] = {}
-    bmc_seen: dict[tuple[str, int | None], str] = {}
-    macs: dict[str, str] = {}
-    occupied: dict[tuple[str, int], str] = {}
-    pinned: dict[tuple[str, IPAddress], str] = {}
-    hosts: list[Host] = []
-    redfish = spec.settings.redfish
 
-    for ri, rack in enumerate(spec.racks):
-        defaults = rack.defaults
-        for hi, h in enumerate(rack.hosts):
-            hpath: tuple[str | int, ...] = ("racks", ri, "hosts", hi)
-            name = _host_name(rack, ri, hi, h.u, h.name, lines)
-            if name in names:
-                raise lines.error(
-                    hpath,
-                    f"duplicate hostname {name!r} (first declared at line {lines.line(names[name])})",
-                    hint="hostnames must be unique across the site",
-                )
-            names[name] = hpath
+def _planned_addresses(
+    ctx: _Context, slot: _Slot, name: str, skip: set[str]
+) -> dict[str, IPAddress]:
+    """The host's address on each planned network it has none pinned on (``skip``)."""
+    h = slot.host
+    planned: dict[str, IPAddress] = {}
+    for net_name, net in ctx.networks.items():
+        if net_name in skip or not net.planned:
+            continue
+        if net_name == "bmc" and h.bmc and h.bmc.address:
+            continue  # the BMC's given address is its address on this network
+        planned[net_name] = _plan_slot(ctx, slot, name, net)
+    return planned
 
-            profile_name = h.profile or (defaults.profile if defaults else None)
-            if profile_name is None:
-                raise lines.error(
-                    hpath,
-                    f"host {name!r} has no profile",
-                    hint="set `profile:` on the host or in the rack's `defaults`",
-                )
-            if profile_name not in profiles:
-                known = ", ".join(sorted(profiles)) or "none defined"
-                raise lines.error(
-                    (*hpath, "profile") if h.profile else ("racks", ri, "defaults", "profile"),
-                    f"unknown profile {profile_name!r} for host {name!r}",
-                    hint=f"define it under `profiles:` (known: {known})",
-                )
-            profile = profiles[profile_name]
 
-            top = h.u + profile.units - 1
-            if top > rack.units:
-                raise lines.error(
-                    (*hpath, "u"),
-                    f"host {name!r} at U{h.u} ({profile.units}U) does not fit rack "
-                    f"{rack.name!r} of {rack.units}U",
-                )
-            for unit in range(h.u, top + 1):
-                if (rack.name, unit) in occupied:
-                    raise lines.error(
-                        (*hpath, "u"),
-                        f"host {name!r} at U{h.u} overlaps host {occupied[(rack.name, unit)]!r} "
-                        f"at U{unit} of rack {rack.name!r}",
-                        hint="two hosts cannot share a rack unit; check `u` and the profile's units",
-                    )
-                occupied[(rack.name, unit)] = name
+def _plan_slot(ctx: _Context, slot: _Slot, name: str, net: Network) -> IPAddress:
+    """The address of the host's slot (rack index, U) in a planned network."""
+    h, rack = slot.host, slot.rack
+    try:
+        n = slot_of(rack.index, h.u, net.rack_stride)
+    except PlanError as exc:
+        raise ctx.lines.error((*slot.path, "u"), f"network {net.name!r}: {exc}") from None
+    pool = ctx.pools[net.name]
+    if n >= pool.size:
+        excluded = net.cidr.size - 2 - pool.size  # gateway, reserved ranges
+        need = n + 1 + excluded
+        raise ctx.lines.error(
+            slot.path,
+            f"network {net.name!r} ({net.cidr}) is exhausted: it has {pool.size} "
+            f"plannable addresses but host {name!r} (rack {rack.name!r} index "
+            f"{rack.index}, U{h.u}) needs slot {n}",
+            hint=f"widen the CIDR to at least /{smallest_prefix_for(need, net.cidr.version)}"
+            f" or lower networks.{net.name}.rack_stride",
+        )
+    return pool.nth(n)
 
-            addresses: dict[str, IPAddress] = {}
-            for net_name, text in h.addresses.items():
-                apath = (*hpath, "addresses", net_name)
-                if net_name not in networks:
-                    raise lines.error(apath, f"unknown network {net_name!r}")
-                try:
-                    ip = IPAddress(text)
-                except (AddrFormatError, ValueError):
-                    raise lines.error(apath, f"{text!r} is not an IP address") from None
-                if ip not in networks[net_name].cidr:
-                    raise lines.error(apath, f"{ip} is not inside {networks[net_name].cidr}")
-                addresses[net_name] = ip
 
-            for net_name, net in networks.items():
-                if net_name in addresses or not net.planned:
-                    continue
-                if net_name == "bmc" and h.bmc and h.bmc.address:
-                    continue  # the BMC's given address is its address on this network
-                try:
-                    slot = slot_of(rack.index, h.u, net.rack_stride)
-                except PlanError as exc:
-                    raise lines.error((*hpath, "u"), f"network {net_name!r}: {exc}") from None
-                pool = pools[net_name]
-                if slot >= pool.size:
-                    excluded = net.cidr.size - 2 - pool.size  # gateway, reserved ranges
-                    need = slot + 1 + excluded
-                    raise lines.error(
-                        hpath,
-                        f"network {net_name!r} ({net.cidr}) is exhausted: it has {pool.size} "
-                        f"plannable addresses but host {name!r} (rack {rack.name!r} index "
-                        f"{rack.index}, U{h.u}) needs slot {slot}",
-                        hint=f"widen the CIDR to at least /{smallest_prefix_for(need, net.cidr.version)}"
-                        f" or lower networks.{net_name}.rack_stride",
-                    )
-                addresses[net_name] = pool.nth(slot)
-
-            bmc = _merge_bmc(defaults.bmc if defaults else None, h.bmc)
-            if bmc.address is None:
-                if "bmc" not in addresses:
-                    raise lines.error(
-                        (*hpath, "bmc"),
-                        f"host {name!r} has no bmc.address and the site has no planned `bmc` network",
-                        hint="give `bmc: {address: ...}` or add a `bmc` network to plan from",
-                    )
-                bmc_address = str(addresses["bmc"])
-            else:
-                bmc_address = bmc.address
-                try:
-                    ip = IPAddress(bmc_address)
-                    addresses["bmc"] = ip
-                    if "bmc" in networks and ip not in networks["bmc"].cidr:
-                        raise lines.error(
-                            (*hpath, "bmc", "address"),
-                            f"BMC address {ip} is not inside the bmc network {networks['bmc'].cidr}",
-                        )
-                except (AddrFormatError, ValueError):
-                    pass  # a DNS name is fine for a BMC
-            key = (bmc_address, bmc.port)
-            if key in bmc_seen:
-                raise lines.error(
-                    (*hpath, "bmc", "address"),
-                    f"BMC address {bmc_address}{':' + str(bmc.port) if bmc.port else ''} of host "
-                    f"{name!r} is already used by host {bmc_seen[key]!r}",
-                    hint="every host has its own BMC",
-                )
-            bmc_seen[key] = name
-            if not bmc.credentials:
-                raise lines.error(
-                    (*hpath, "bmc"),
-                    f"host {name!r} has no BMC credentials reference",
-                    hint="set bmc.credentials on the host or in the rack's defaults to a name "
-                    "defined under `credentials:`",
-                )
-            if bmc.credentials not in spec.credentials:
-                known = ", ".join(sorted(spec.credentials)) or "none defined"
-                raise lines.error(
-                    (*hpath, "bmc", "credentials")
-                    if h.bmc and h.bmc.credentials
-                    else ("racks", ri, "defaults", "bmc", "credentials"),
-                    f"unknown credentials reference {bmc.credentials!r} for host {name!r}",
-                    hint=f"define it under `credentials:` (known: {known})",
-                )
-            ca = bmc.ca_bundle or redfish.ca_bundle
-            bmc_ref = BMCRef(
-                address=bmc_address,
-                port=bmc.port,
-                vendor=bmc.vendor or "generic",
-                credentials=bmc.credentials,
-                verify_tls=redfish.verify_tls if bmc.verify_tls is None else bmc.verify_tls,
-                ca_bundle=(site_dir / Path(ca).expanduser()) if ca else None,
+def _bmc_address(
+    ctx: _Context, slot: _Slot, name: str, bmc: BMCSpec, addresses: dict[str, IPAddress]
+) -> str:
+    """The BMC's address: its given one (recorded in ``addresses`` if an IP) or the planned one."""
+    if bmc.address is None:
+        if "bmc" not in addresses:
+            raise ctx.lines.error(
+                (*slot.path, "bmc"),
+                f"host {name!r} has no bmc.address and the site has no planned `bmc` network",
+                hint="give `bmc: {address: ...}` or add a `bmc` network to plan from",
             )
-
-            if h.provisioning_mac:
-                if h.provisioning_mac in macs:
-                    raise lines.error(
-                        (*hpath, "provisioning_mac"),
-                        f"MAC {h.provisioning_mac} of host {name!r} is also host "
-                        f"{macs[h.provisioning_mac]!r}'s",
-                    )
-                macs[h.provisioning_mac] = name
-
-            hosts.append(
-                Host(
-                    name=name,
-                    rack=rack.name,
-                    u=h.u,
-                    profile=profile,
-                    bmc=bmc_ref,
-                    provisioning_mac=h.provisioning_mac,
-                    root_disk=h.root_disk or profile.root_disk,
-                    addresses=addresses,
-                    vars=dict(h.vars),
-                    line=lines.line(hpath),
-                    bios={**profile.bios, **h.bios},
-                    firmware=merge_firmware(profile.firmware, h.firmware),
-                )
+        return str(addresses["bmc"])
+    networks = ctx.networks
+    try:
+        ip = IPAddress(bmc.address)
+        addresses["bmc"] = ip
+        if "bmc" in networks and ip not in networks["bmc"].cidr:
+            raise ctx.lines.error(
+                (*slot.path, "bmc", "address"),
+                f"BMC address {ip} is not inside the bmc network {networks['bmc'].cidr}",
             )
-            for net_name, ip in addresses.items():
-                if net_name == "bmc" and bmc.address:
-                    continue  # BMC addresses were checked above
-                k = (net_name, ip)
-                if k in pinned:
-                    raise lines.error(
-                        hpath,
-                        f"host {name!r} and host {pinned[k]!r} both get {ip} on network "
-                        f"{net_name!r}",
-                        hint="a pinned address collides with a planned one: pin another address "
-                        "or add it to the network's reserved ranges",
-                    )
-                pinned[k] = name
-    return hosts
+    except (AddrFormatError, ValueError):
+        pass  # a DNS name is fine for a BMC
+    return bmc.address
+
+
+def _bmc_ref(ctx: _Context, slot: _Slot, name: str, bmc: BMCSpec, address: str) -> BMCRef:
+    """The host's BMC, its credentials reference checked and its TLS settings resolved."""
+    credentials = _credentials_ref(ctx, slot, name, bmc)
+    redfish = ctx.spec.settings.redfish
+    ca = bmc.ca_bundle or redfish.ca_bundle
+    return BMCRef(
+        address=address,
+        port=bmc.port,
+        vendor=bmc.vendor or "generic",
+        credentials=credentials,
+        verify_tls=redfish.verify_tls if bmc.verify_tls is None else bmc.verify_tls,
+        ca_bundle=(ctx.site_dir / Path(ca).expanduser()) if ca else None,
+    )
+
+
+def _credentials_ref(ctx: _Context, slot: _Slot, name: str, bmc: BMCSpec) -> str:
+    """The name of the BMC's credentials, which the site's `credentials:` defines."""
+    hpath = slot.path
+    if not bmc.credentials:
+        raise ctx.lines.error(
+            (*hpath, "bmc"),
+            f"host {name!r} has no BMC credentials reference",
+            hint="set bmc.credentials on the host or in the rack's defaults to a name "
+            "defined under `credentials:`",
+        )
+    if bmc.credentials not in ctx.spec.credentials:
+        known = ", ".join(sorted(ctx.spec.credentials)) or "none defined"
+        own = slot.host.bmc and slot.host.bmc.credentials
+        raise ctx.lines.error(
+            (*hpath, "bmc", "credentials")
+            if own
+            else ("racks", slot.ri, "defaults", "bmc", "credentials"),
+            f"unknown credentials reference {bmc.credentials!r} for host {name!r}",
+            hint=f"define it under `credentials:` (known: {known})",
+        )
+    return bmc.credentials

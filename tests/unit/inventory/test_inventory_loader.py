@@ -136,6 +136,53 @@ def test_duplicate_bmc_address(tmp_path: Path) -> None:
     assert f"{path}:{line_of(path, 'address: 10.11.0.200', 2)}" in msg
 
 
+def test_one_bmc_address_on_two_ports_is_two_bmcs(tmp_path: Path) -> None:
+    # a BMC is its address and port: two behind one forwarding address are not a collision
+    path = broken_copy(
+        tmp_path,
+        "      - u: 3\n      - u: 5\n",
+        "      - u: 3\n        bmc: {address: 10.11.0.200, port: 8443}\n"
+        "      - u: 5\n        bmc: {address: 10.11.0.200, port: 8444}\n",
+    )
+    site = load_site(path)
+    first, second = site.host("gpu-r01-u03"), site.host("gpu-r01-u05")
+    assert (first.bmc.address, first.bmc.port) == ("10.11.0.200", 8443)
+    assert (second.bmc.address, second.bmc.port) == ("10.11.0.200", 8444)
+
+
+def test_duplicate_provisioning_mac(tmp_path: Path) -> None:
+    path = broken_copy(
+        tmp_path,
+        "      - u: 3\n      - u: 5\n",
+        "      - u: 3\n        provisioning_mac: aa:bb:cc:dd:ee:01\n"
+        "      - u: 5\n        provisioning_mac: aa:bb:cc:dd:ee:01\n",
+    )
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, 'provisioning_mac', 2)}" in msg
+    assert "racks[0].hosts[1].provisioning_mac" in msg
+    assert "MAC aa:bb:cc:dd:ee:01 of host 'gpu-r01-u05' is also host 'gpu-r01-u03'" in msg
+
+
+def test_pinned_address_taken_by_a_planned_one(tmp_path: Path) -> None:
+    planned = load_site(EXAMPLE).host("gpu-r01-u03").addresses["provisioning"]
+    path = broken_copy(
+        tmp_path,
+        "      - u: 5\n",
+        f"      - u: 5\n        addresses: {{provisioning: {planned}}}\n",
+    )
+    with pytest.raises(InventoryError) as exc:
+        load_site(path)
+    msg = str(exc.value)
+    assert f"{path}:{line_of(path, '- u: 5')}" in msg
+    assert "racks[0].hosts[1]" in msg
+    assert (
+        f"host 'gpu-r01-u05' and host 'gpu-r01-u03' both get {planned} on network 'provisioning'"
+        in msg
+    )
+
+
 def test_too_small_subnet_is_reported_as_exhaustion(tmp_path: Path) -> None:
     path = broken_copy(tmp_path, "cidr: 10.12.0.0/20", "cidr: 10.12.0.0/26")
     with pytest.raises(InventoryError) as exc:
