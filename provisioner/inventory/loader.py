@@ -378,7 +378,8 @@ class _Claims:
         if mac in self.macs:
             raise self.lines.error(
                 (*hpath, "provisioning_mac"),
-                f"MAC {mac} of host {name!r} is also host {self.macs[mac]!r}'s",
+                f"MAC {mac} of host {name!r} is already the provisioning MAC of host "
+                f"{self.macs[mac]!r}",
             )
         self.macs[mac] = name
 

@@ -162,7 +162,8 @@ def test_duplicate_provisioning_mac(tmp_path: Path) -> None:
     msg = str(exc.value)
     assert f"{path}:{line_of(path, 'provisioning_mac', 2)}" in msg
     assert "racks[0].hosts[1].provisioning_mac" in msg
-    assert "MAC aa:bb:cc:dd:ee:01 of host 'gpu-r01-u05' is also host 'gpu-r01-u03'" in msg
+    assert ("MAC aa:bb:cc:dd:ee:01 of host 'gpu-r01-u05' is already the provisioning MAC of "
+            "host 'gpu-r01-u03'") in msg
 
 
 def test_pinned_address_taken_by_a_planned_one(tmp_path: Path) -> None:
