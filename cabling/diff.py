@@ -15,6 +15,9 @@ from cabling.resolve import Ambiguity, ResolvedFabric, RLink
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
+PeerAt = tuple[AnyPort, AnyPort, int]  # a port, the port its cable reaches, the link's index
+Planned = Callable[[AnyPort], tuple[AnyPort, int] | None]
+_KIND_ORDER = {k: n for n, k in enumerate(VALIDATE_KINDS)}
 
 
 def _fmt(ep: AnyPort) -> str:
@@ -24,8 +27,27 @@ def _fmt(ep: AnyPort) -> str:
 
 def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
     """Compare the discovered fabric with the plan and say how to fix every difference."""
+    plan_peer, keys = _index_plan(manifest)
+    unsure = _unsure_ports(found)
+    found_peer = _index_found(found)
+    findings: list[Finding] = [_ambiguity(manifest, amb, found.source) for amb in found.ambiguous]
+    missing, matched, unchecked = _match_planned(manifest, found, keys, found_peer, unsure, findings)
+    unexpected = _unplanned(found, matched, unsure)
+    planned = _planned_lookup(plan_peer, missing)
     devices = manifest.device_map()
-    plan_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
+    findings += _pair_swaps(manifest, planned, found_peer, missing, unexpected, devices)
+    findings += _place_moves(manifest, planned, found_peer, missing, unexpected, devices)
+    findings += [_missing_link(manifest, i, lk, found) for i, lk in sorted(missing.items())]
+    findings += [_unexpected_link(rl, found, devices) for _j, rl in sorted(unexpected.items())]
+    findings += _identity_warnings(manifest, found)
+    findings.sort(key=lambda f: _KIND_ORDER.get(f.kind, 99))
+    return Report(title=f"validate {manifest.source} against {found.source}",
+                  findings=findings, stats=_stats(manifest, found, len(matched), unchecked))
+
+
+def _index_plan(manifest: Manifest) -> tuple[dict[Key, PeerAt], list[tuple[Key, Key]]]:
+    """Each planned port's link, and each link's two port keys; refuse a port planned twice."""
+    plan_peer: dict[Key, PeerAt] = {}
     keys: list[tuple[Key, Key]] = []
     twice: list[str] = []
     for i, lk in enumerate(manifest.links):
@@ -42,18 +64,36 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             + ("..." if len(twice) > 3 else ""),
             hint="run 'provision cabling lint' on it and fix rule CAB003 first",
         )
-    # Ports whose identity is ambiguous: nothing planned there is judged, so no fix rests on them.
+    return plan_peer, keys
+
+
+def _unsure_ports(found: ResolvedFabric) -> set[Key]:
+    """Ports whose identity is ambiguous: nothing planned there is judged, so no fix rests on them."""
     unsure: set[Key] = set()
     for amb in found.ambiguous:
         unsure |= amb.keys()
-    found_peer: dict[Key, tuple[AnyPort, AnyPort, int]] = {}
+    return unsure
+
+
+def _index_found(found: ResolvedFabric) -> dict[Key, PeerAt]:
+    """Each discovered port's link."""
+    found_peer: dict[Key, PeerAt] = {}
     for j, rl in enumerate(found.links):
         found_peer[rl.a.key] = (rl.a, rl.b, j)
         found_peer[rl.b.key] = (rl.b, rl.a, j)
+    return found_peer
 
-    findings: list[Finding] = [_ambiguity(manifest, amb, found.source) for amb in found.ambiguous]
+
+def _match_planned(
+    manifest: Manifest, found: ResolvedFabric, keys: list[tuple[Key, Key]],
+    found_peer: dict[Key, PeerAt], unsure: set[Key], findings: list[Finding],
+) -> tuple[dict[int, Link], set[int], int]:
+    """Find each planned link, judging the quality of those found (into ``findings``).
+
+    Returns the planned links not found, the indices of the found links that matched, and how many
+    planned links were left unchecked because they touch an ambiguous port."""
     missing: dict[int, Link] = {}
-    matched_found: set[int] = set()
+    matched: set[int] = set()
     unchecked = 0
     for i, lk in enumerate(manifest.links):
         ka, kb = keys[i]
@@ -62,111 +102,158 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
             continue
         hit = found_peer.get(ka)
         if hit is not None and hit[1].key == kb:
-            matched_found.add(hit[2])
+            matched.add(hit[2])
             rl = found.links[hit[2]]
             _check_quality(manifest, i, lk, rl, findings)
             if rl.state != "active":
-                findings.append(Finding(
-                    kind="down", severity="error",
-                    message=f"link {lk.a} <-> {lk.b} is cabled but {rl.state}",
-                    fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
-                    where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": rl.state},
-                ))
+                findings.append(_inactive_link(manifest, i, lk, rl.state))
         else:
             missing[i] = lk
-    unexpected = {j: rl for j, rl in enumerate(found.links)
-                  if j not in matched_found and not (unsure and (rl.a.key in unsure or rl.b.key in unsure))}
+    return missing, matched, unchecked
 
+
+def _inactive_link(manifest: Manifest, i: int, lk: Link, state: str) -> Finding:
+    return Finding(
+        kind="down", severity="error",
+        message=f"link {lk.a} <-> {lk.b} is cabled but {state}",
+        fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
+        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
+    )
+
+
+def _unplanned(found: ResolvedFabric, matched: set[int], unsure: set[Key]) -> dict[int, RLink]:
+    """The found links that match no planned link, leaving out those on ambiguous ports."""
+    return {j: rl for j, rl in enumerate(found.links)
+            if j not in matched and not (unsure and (rl.a.key in unsure or rl.b.key in unsure))}
+
+
+def _planned_lookup(plan_peer: dict[Key, PeerAt], missing: dict[int, Link]) -> Planned:
+    """Where a port's planned cable should land, and its link, while that link is still missing."""
     def planned(ep: AnyPort) -> tuple[AnyPort, int] | None:
         got = plan_peer.get(ep.key)
         if got is None or got[2] not in missing:
             return None
         return got[1], got[2]
 
-    # Swaps first: two cables exchanged are one fix, not two moves.
-    for j in sorted(unexpected):
-        cand = unexpected.get(j)
-        if cand is None:
-            continue
-        rl = cand
-        pa, pb = planned(rl.a), planned(rl.b)
-        if pa is None or pb is None or pa[1] == pb[1]:
-            continue
-        x, y = pa[0], pb[0]  # planned: a-x and y-b; found: a-b and (hopefully) x-y
-        other = found_peer.get(x.key)
-        if other is None or other[1].key != y.key or other[2] not in unexpected or other[2] == j:
-            continue
-        findings.append(_swap(manifest, rl.a, x, y, rl.b, devices, pa[1], pb[1]))
-        del missing[pa[1]], missing[pb[1]], unexpected[j], unexpected[other[2]]
+    return planned
 
+
+def _pair_swaps(
+    manifest: Manifest, planned: Planned, found_peer: dict[Key, PeerAt],
+    missing: dict[int, Link], unexpected: dict[int, RLink], devices: Mapping[str, Device],
+) -> list[Finding]:
+    """Swaps first: two cables exchanged are one fix, not two moves (removes what they explain)."""
+    findings: list[Finding] = []
     for j in sorted(unexpected):
-        rl = unexpected[j]
-        move = _best_move(rl, planned, found_peer, unexpected, devices)
+        rl = unexpected.get(j)
+        if rl is None:
+            continue
+        swap = _swap_partner(j, rl, planned, found_peer, unexpected)
+        if swap is None:
+            continue
+        (x, ia), (y, ib), other = swap
+        findings.append(_swap(manifest, rl.a, x, y, rl.b, devices, ia, ib))
+        del missing[ia], missing[ib], unexpected[j], unexpected[other]
+    return findings
+
+
+def _swap_partner(
+    j: int, rl: RLink, planned: Planned, found_peer: dict[Key, PeerAt], unexpected: dict[int, RLink],
+) -> tuple[tuple[AnyPort, int], tuple[AnyPort, int], int] | None:
+    """For found a-b planned as a-x and y-b: (x, its link), (y, its link) and the index of the
+    unexpected x-y it was swapped with, or None."""
+    pa, pb = planned(rl.a), planned(rl.b)
+    if pa is None or pb is None or pa[1] == pb[1]:
+        return None
+    other = found_peer.get(pa[0].key)
+    if other is None or other[1].key != pb[0].key or other[2] not in unexpected or other[2] == j:
+        return None
+    return pa, pb, other[2]
+
+
+def _place_moves(
+    manifest: Manifest, planned: Planned, found_peer: dict[Key, PeerAt],
+    missing: dict[int, Link], unexpected: dict[int, RLink], devices: Mapping[str, Device],
+) -> list[Finding]:
+    """A cable with one end where the plan puts it and the other on a wrong port is a move
+    (removes what the moves explain)."""
+    findings: list[Finding] = []
+    for j in sorted(unexpected):
+        move = _best_move(unexpected[j], planned, found_peer, unexpected, devices)
         if move is None:
             continue
         fixed, wrong, target, i = move
-        lk = manifest.links[i]
-        findings.append(Finding(
-            kind="moved", severity="error",
-            message=f"the cable at {_fmt(fixed)} lands on {_fmt(wrong)}; the plan says {_fmt(target)}",
-            fix=f"move the cable at {_fmt(fixed)} from {_fmt(wrong)} to {_fmt(target)}",
-            where=manifest.where_link(i), endpoints=[str(fixed), str(wrong), str(target)],
-            data={"fixed": str(fixed), "from": str(wrong), "to": str(target), "cable": lk.cable},
-        ))
+        findings.append(_moved(manifest, i, fixed, wrong, target))
         del missing[i], unexpected[j]
+    return findings
 
-    for i, lk in sorted(missing.items()):
-        down = found.down.get(lk.a.key) or found.down.get(lk.b.key)
-        label = f" (cable {lk.cable})" if lk.cable else ""
-        if down is not None:
-            ep, state = down
-            findings.append(Finding(
-                kind="down", severity="error",
-                message=f"port {_fmt(ep)} is {state}: the link {lk.a} <-> {lk.b}{label} did not come up",
-                fix=f"reseat or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)}{label}; "
-                f"check both ports are enabled",
-                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
-            ))
-        else:
-            findings.append(Finding(
-                kind="missing", severity="error",
-                message=f"no link between {lk.a} and {lk.b}{label}: not cabled, or the cable or a port is dead",
-                fix=f"connect {_fmt(lk.a)} to {_fmt(lk.b)}{label}",
-                where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)],
-            ))
-    for _j, rl in sorted(unexpected.items()):
-        unknown = [e.device for e in (rl.a, rl.b) if e.device.casefold() not in devices]
-        why = f" ({', '.join(unknown)} not in the manifest)" if unknown else ""
-        findings.append(Finding(
-            kind="unexpected", severity="error",
-            message=f"link {rl.a} <-> {rl.b} is not in the plan{why}",
-            fix=f"unplug the cable between {_fmt(rl.a)} and {_fmt(rl.b)}, or add it to the manifest",
-            where=f"{rl.source or found.source}:{rl.line}" if rl.line else (rl.source or found.source),
-            endpoints=[str(rl.a), str(rl.b)],
-        ))
+
+def _moved(manifest: Manifest, i: int, fixed: AnyPort, wrong: AnyPort, target: AnyPort) -> Finding:
+    return Finding(
+        kind="moved", severity="error",
+        message=f"the cable at {_fmt(fixed)} lands on {_fmt(wrong)}; the plan says {_fmt(target)}",
+        fix=f"move the cable at {_fmt(fixed)} from {_fmt(wrong)} to {_fmt(target)}",
+        where=manifest.where_link(i), endpoints=[str(fixed), str(wrong), str(target)],
+        data={"fixed": str(fixed), "from": str(wrong), "to": str(target), "cable": manifest.links[i].cable},
+    )
+
+
+def _missing_link(manifest: Manifest, i: int, lk: Link, found: ResolvedFabric) -> Finding:
+    """A planned link not found: down if one of its ports reports down, else missing."""
+    down = found.down.get(lk.a.key) or found.down.get(lk.b.key)
+    label = f" (cable {lk.cable})" if lk.cable else ""
+    if down is not None:
+        ep, state = down
+        return Finding(
+            kind="down", severity="error",
+            message=f"port {_fmt(ep)} is {state}: the link {lk.a} <-> {lk.b}{label} did not come up",
+            fix=f"reseat or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)}{label}; "
+            f"check both ports are enabled",
+            where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
+        )
+    return Finding(
+        kind="missing", severity="error",
+        message=f"no link between {lk.a} and {lk.b}{label}: not cabled, or the cable or a port is dead",
+        fix=f"connect {_fmt(lk.a)} to {_fmt(lk.b)}{label}",
+        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)],
+    )
+
+
+def _unexpected_link(rl: RLink, found: ResolvedFabric, devices: Mapping[str, Device]) -> Finding:
+    unknown = [e.device for e in (rl.a, rl.b) if e.device.casefold() not in devices]
+    why = f" ({', '.join(unknown)} not in the manifest)" if unknown else ""
+    return Finding(
+        kind="unexpected", severity="error",
+        message=f"link {rl.a} <-> {rl.b} is not in the plan{why}",
+        fix=f"unplug the cable between {_fmt(rl.a)} and {_fmt(rl.b)}, or add it to the manifest",
+        where=f"{rl.source or found.source}:{rl.line}" if rl.line else (rl.source or found.source),
+        endpoints=[str(rl.a), str(rl.b)],
+    )
+
+
+def _identity_warnings(manifest: Manifest, found: ResolvedFabric) -> list[Finding]:
+    """Nodes whose own description names another device than the manifest's GUID does."""
     ambiguous_guids = {g for amb in found.ambiguous for g in amb.guids}
-    for guid, nn in sorted(found.names.items()):
-        if nn.claims and guid not in ambiguous_guids:
-            findings.append(Finding(
-                kind="identity", severity="warning",
-                message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
-                fix=f"if the device was replaced, update the GUID of {nn.device} in the manifest; otherwise fix "
-                f"the node description of {nn.device}",
-                where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
-            ))
-    order = {k: n for n, k in enumerate(VALIDATE_KINDS)}
-    findings.sort(key=lambda f: order.get(f.kind, 99))
+    return [Finding(
+        kind="identity", severity="warning",
+        message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
+        fix=f"if the device was replaced, update the GUID of {nn.device} in the manifest; otherwise fix "
+        f"the node description of {nn.device}",
+        where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
+    ) for guid, nn in sorted(found.names.items()) if nn.claims and guid not in ambiguous_guids]
+
+
+def _stats(manifest: Manifest, found: ResolvedFabric, matched: int, unchecked: int) -> dict[str, int]:
     stats = {
         "planned_links": len(manifest.links),
         "discovered_links": len(found.links),
         "director_internal_links": found.internal_links,
         "sharp_aggregation_links": found.aggregation_links,
-        "matched_links": len(matched_found),
+        "matched_links": matched,
     }
     if unchecked:
         stats["unchecked_links"] = unchecked
-    return Report(title=f"validate {manifest.source} against {found.source}",
-                  findings=findings, stats=stats)
+    return stats
 
 
 def _ambiguity(manifest: Manifest, amb: Ambiguity, source: str) -> Finding:
@@ -254,8 +341,8 @@ def _swap(
 
 def _best_move(
     rl: RLink,
-    planned: Callable[[AnyPort], tuple[AnyPort, int] | None],
-    found_peer: dict[Key, tuple[AnyPort, AnyPort, int]],
+    planned: Planned,
+    found_peer: dict[Key, PeerAt],
     unexpected: dict[int, RLink],
     devices: Mapping[str, Device],
 ) -> tuple[AnyPort, AnyPort, AnyPort, int] | None:
