@@ -276,11 +276,12 @@ def _set_aside_ambiguous(fab: DiscoveredFabric, out: ResolvedFabric) -> None:
         guids = sorted({g for g, _n in ends})
         if len(ends) < 2 or len(guids) < 2:
             continue  # one GUID's port twice is a duplicate GUID (above), not a name clash
-        ref = next(r for i in by_end[next(iter(ends))] for r in (out.links[i].a, out.links[i].b) if r.key == key)
+        # sorted: a report must not change with Python's string-hash seed
+        ref = next(r for i in by_end[min(ends)] for r in (out.links[i].a, out.links[i].b) if r.key == key)
         amb = groups.setdefault(("name", str(ref)), Ambiguity(
             "duplicate_name", str(ref), guids,
             [repr(fab.nodes[g].desc) for g in guids if g in fab.nodes]))
-        for end in ends:
+        for end in sorted(ends):
             for i in by_end[end]:
                 if i not in taken:
                     taken.add(i)
