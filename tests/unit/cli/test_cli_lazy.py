@@ -22,7 +22,10 @@ REPO = Path(__file__).resolve().parents[3]
 SHELL = {"provisioner", "provisioner.cli", "provisioner.cli.main", "provisioner.cli.help_style"}
 
 PROBE = """
-import json, sys
+import json, os, sys
+def _exit(code):  # a cabling command ends the process itself: come back to report instead
+    raise SystemExit(code)
+os._exit = _exit
 from provisioner.cli.main import main
 sys.argv = ["provision", *sys.argv[1:]]
 try:
@@ -83,3 +86,20 @@ def test_a_mistyped_command_still_gets_a_suggestion() -> None:
     res = CliRunner().invoke(app, ["stauts"])
     assert res.exit_code == 2
     assert "Did you mean 'status'?" in res.output
+
+
+def test_provision_cabling_ends_the_process_with_the_commands_exit_code(tmp_path: Path) -> None:
+    # `provision cabling` skips the interpreter's teardown (os._exit): output and code must
+    # still be the command's own.
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = [sys.executable, "-c", "from provisioner.cli.main import main; main()"]
+    res = subprocess.run([*run, "cabling", "lint", str(tmp_path / "none.yaml")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 2 and "manifest not found" in res.stderr
+    plan = tmp_path / "plan.yaml"
+    res = subprocess.run([*run, "cabling", "plan", "--hosts", "2", "-o", str(plan)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0 and plan.stat().st_size > 0, res.stderr
+    res = subprocess.run([*run, "cabling", "lint", str(plan)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0 and "clean" in res.stdout, res.stdout + res.stderr
