@@ -172,26 +172,10 @@ def _first_command(args: list[str]) -> str | None:
 
 
 def _run_and_exit() -> None:
-    """Run a cabling command and end the process without tearing it down, as `python -m
-    cabling` does: freeing a 4,000-GPU fabric's objects one by one is a fifth of the run, and
-    cabling registers no exit handlers (files it wrote are closed by then)."""
-    import os
+    """Run a cabling command and end the process as `python -m cabling` does."""
+    from cabling.cli import run_and_exit
 
-    from cabling import cli as cabling_cli
-
-    cabling_cli.KEEP_UNTIL_EXIT = True
-    code = 0
-    try:
-        app()
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            code = exc.code or 0
-        else:
-            sys.stderr.write(f"{exc.code}\n")
-            code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    run_and_exit(app)
 
 
 if __name__ == "__main__":
