@@ -19,10 +19,10 @@ from provisioner.exceptions import InputError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import BiosValue, FirmwareRequirement
 from provisioner.redfish.errors import BMCVerifyFailed
-from provisioner.state import NodeState, StateStore
-from provisioner.state.states import DONE_STATES
+from provisioner.state import StateStore
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.bulk import ActionResult, run_per_host
+from provisioner.workflow.selection import spare_serving
 
 
 class Status(StrEnum):
@@ -317,17 +317,8 @@ def apply_bios(site: Site, hosts: Sequence[Host], store: StateStore, *,
     reset (hosts that are serving only with ``force``), read back. One host's failure stays
     its own; every outcome is recorded in the host's history."""
     store.ensure_hosts([h.name for h in hosts])
-    results: list[ActionResult] = []
-    eligible = []
-    for host in hosts:
-        current = store.get(host.name).state
-        if opts.reboot and not opts.force and current in (*DONE_STATES, NodeState.DEPLOYING):
-            results.append(ActionResult(
-                host.name, reason="serving",
-                error=f"{host.name} is {current.value}: a BIOS apply resets it. Put it in "
-                f"maintenance first (provision maintenance {host.name}) or pass --force"))
-        else:
-            eligible.append(host)
+    results, eligible = spare_serving(hosts, store, force=opts.force or not opts.reboot,
+                                      why="a BIOS apply resets it")
     results += run_per_host(site, eligible, lambda bmc, host: _apply_one(bmc, host, opts),
                             max_parallel=max_parallel, opener=opener)
     for res in results:

@@ -24,12 +24,12 @@ from provisioner.exceptions import InputError, ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import FirmwareImage, FirmwareRequirement
 from provisioner.redfish.errors import BMCVerifyFailed
-from provisioner.state import NodeState, StateStore
-from provisioner.state.states import DONE_STATES
+from provisioner.state import StateStore
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.bulk import ActionResult, run_per_host
 from provisioner.workflow.firmware_images import ImageCache, ImageServer, serve_images
+from provisioner.workflow.selection import spare_serving
 
 
 class Order(IntEnum):
@@ -152,7 +152,9 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
                          hint="set it to the URL the BMCs reach this machine at, e.g. "
                          "http://10.0.0.5:8089 (docs/firmware.md)")
     store.ensure_hosts([h.name for h in hosts])
-    results, eligible = _spare_serving(hosts, store, opts)
+    results, eligible = spare_serving(
+        hosts, store, force=opts.force,
+        why="a firmware update resets components and the host")
     plans, unread = plan_rack(site, eligible, max_parallel=max_parallel, opener=opener)
     results += unread
     images: dict[str, Exception | None] = {}
@@ -172,22 +174,6 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
                                f"firmware update failed ({res.reason}): {res.error}")
     order = {h.name: i for i, h in enumerate(hosts)}
     return sorted(results, key=lambda r: order[r.host])
-
-
-def _spare_serving(hosts: Sequence[Host], store: StateStore, opts: UpdateOptions
-                   ) -> tuple[list[ActionResult], list[Host]]:
-    spared, eligible = [], []
-    for host in hosts:
-        state = store.get(host.name).state
-        if not opts.force and state in (*DONE_STATES, NodeState.DEPLOYING):
-            spared.append(ActionResult(
-                host.name, reason="serving",
-                error=f"{host.name} is {state.value}: a firmware update resets components "
-                f"and the host. Put it in maintenance first (provision maintenance "
-                f"{host.name}) or pass --force"))
-        else:
-            eligible.append(host)
-    return spared, eligible
 
 
 def _verify(cache: ImageCache, image: FirmwareImage) -> Exception | None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from provisioner.inventory.model import Host
 from provisioner.state import HostRecord, NodeState, StateStore
+from provisioner.workflow.bulk import ActionResult
 
 
 def held_in_maintenance(record: HostRecord, *, force: bool) -> bool:
@@ -23,3 +24,26 @@ def without_maintenance(
     for host in hosts:
         (held if held_in_maintenance(store.get(host.name), force=force) else kept).append(host)
     return kept, held
+
+
+
+# States in which a host is in use: a reset would interrupt what runs on it.
+SERVING = (NodeState.DEPLOYING, NodeState.DEPLOYED, NodeState.CONFIGURED, NodeState.VALIDATED)
+
+
+def spare_serving(hosts: Sequence[Host], store: StateStore, *, force: bool, why: str
+                  ) -> tuple[list[ActionResult], list[Host]]:
+    """Hosts in use, left alone unless ``force`` (a "serving" result saying ``why`` a reset
+    would hit them and the ways on), and the hosts that may be reset."""
+    spared: list[ActionResult] = []
+    eligible: list[Host] = []
+    for host in hosts:
+        state = store.get(host.name).state
+        if not force and state in SERVING:
+            spared.append(ActionResult(
+                host.name, reason="serving",
+                error=f"{host.name} is {state.value}: {why}. Put it in maintenance first "
+                f"(provision maintenance {host.name}) or pass --force"))
+        else:
+            eligible.append(host)
+    return spared, eligible
