@@ -173,6 +173,9 @@ def _first_command(args: list[str]) -> str | None:
 
 def _run_and_exit() -> None:
     """Run a cabling command and end the process as `python -m cabling` does."""
+    import gc
+
+    gc.disable()  # before cabling's imports too (see cabling.cli.run_and_exit)
     from cabling.cli import run_and_exit
 
     run_and_exit(app)
