@@ -26,6 +26,7 @@ from provisioner.health.nvlink import nvlink_spec, parse_nvlink_status
 from provisioner.health.nvsmi import parse_nvsmi
 from provisioner.health.pcie import PciDevice, Topology, parse_lspci, parse_pci_sysfs
 from provisioner.health.topo import RELATION_RANK, parse_topo
+from provisioner.inventory.yamlsrc import safe_load_bounded
 
 Relation = Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
 
@@ -112,9 +113,13 @@ def manifest_path(site_dir: Path, profile: str) -> Path:
 def load_manifest(path: Path) -> TopologyManifest:
     """Read and validate a manifest; InventoryError names the file and key."""
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = safe_load_bounded(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"cannot read topology manifest: {exc}", file=str(path)) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # an alias bomb, nesting too deep, a tagged value out of range
+        raise InventoryError(f"not a usable manifest: {str(exc)[:120]}", file=str(path),
+                             hint="write it as plain mappings and lists") from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise InventoryError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=str(path),

@@ -12,6 +12,7 @@ import yaml
 
 from provisioner.exceptions import CredentialError
 from provisioner.inventory.spec import SecretRef
+from provisioner.inventory.yamlsrc import safe_load_bounded
 from provisioner.secrets import Secret
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def _read_vault(path: Path, key: str, where: str) -> str:
             hint="check the vault password file; encrypt with `ansible-vault encrypt`",
         ) from None
     try:
-        data = yaml.safe_load(plain)
+        data = safe_load_bounded(plain)
     except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError):
         # The parser's message quotes the offending line: a secret. Name the file only.
         raise CredentialError(

@@ -11,6 +11,10 @@ from provisioner.exceptions import InventoryError
 
 Path_ = tuple[str | int, ...]
 
+# Aliases let a few lines stand for billions of values ("billion laughs"); a real site file
+# repeats a block a few dozen times. Past this many values added by aliases the file is refused.
+ALIAS_EXPANSION_LIMIT = 1_000_000
+
 
 class LineMap:
     """Maps a path of keys/indices inside a YAML document to its 1-based line number."""
@@ -59,6 +63,12 @@ def load_yaml(file: Path) -> tuple[Any, LineMap]:
         node = loader.get_single_node()
         if node is None:
             raise InventoryError("the file is empty", file=str(file), line=1)
+        if alias_expansion(node) > ALIAS_EXPANSION_LIMIT:
+            raise InventoryError(
+                f"its aliases (*name) expand to more than {ALIAS_EXPANSION_LIMIT:,} values",
+                file=str(file), line=1,
+                hint="write the repeated blocks out, or use fewer levels of aliases within aliases",
+            )
         data = _build(loader, node, (), lines)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -86,6 +96,44 @@ def load_yaml(file: Path) -> tuple[Any, LineMap]:
         if loader is not None:
             loader.dispose()
     return data, lines
+
+
+def alias_expansion(node: yaml.Node) -> int:
+    """How many values aliases add to a composed document once expanded (0 without aliases).
+
+    Each node is sized once (an alias is the same node object again), so this is linear in the
+    text however large the expansion; counting stops a little past ALIAS_EXPANSION_LIMIT."""
+    cap = ALIAS_EXPANSION_LIMIT + 1
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        known = sizes.get(id(n))
+        if known is not None:
+            return known
+        sizes[id(n)] = 1  # a node inside itself (a recursive alias) counts once
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            total += sum(size(child) for child in n.value)
+        elif isinstance(n, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in n.value)
+        sizes[id(n)] = total = min(total, cap + len(sizes))
+        return total
+
+    return max(0, size(node) - len(sizes))
+
+
+def safe_load_bounded(text: str) -> Any:
+    """``yaml.safe_load`` that refuses alias bombs (ValueError) before building anything."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if alias_expansion(node) > ALIAS_EXPANSION_LIMIT:
+            raise ValueError(f"aliases expand to more than {ALIAS_EXPANSION_LIMIT:,} values")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap) -> Any:

@@ -337,3 +337,13 @@ def test_renumbered_buses_are_one_deviation_not_every_device_missing():
         "gpus": [g.model_copy(update={"bus_id": f"0001{g.bus_id[4:]}"}) for g in m.gpus]})
     devs = compare(moved, _h100_host(), "h")
     assert [d.what for d in devs] == ["pcie.renumbered"] and devs[0].remedy is RemedyKind.REPAIR
+
+
+def test_a_manifest_that_is_an_alias_bomb_is_refused(tmp_path):
+    p = tmp_path / "bomb.yml"
+    bomb = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    bomb += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    p.write_text("\n".join(bomb) + "\nprofile: p\n")
+    with pytest.raises(InventoryError, match="aliases expand to more than") as e:
+        load_manifest(p)
+    assert "bomb.yml" in str(e.value)

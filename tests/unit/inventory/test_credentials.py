@@ -94,3 +94,22 @@ def test_vault_needs_a_key(tmp_path: Path) -> None:
 def test_unknown_reference() -> None:
     with pytest.raises(CredentialError, match="no credentials reference 'other'"):
         resolve_credentials(load_site("example"), "other")
+
+
+def test_a_vault_holding_an_alias_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible.constants import DEFAULT_VAULT_ID_MATCH
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    site_file = site_with_password(tmp_path, "{vault: secrets.vault, key: idrac_password}")
+    bomb = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    bomb += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(b"vault-pw"))])
+    text = "idrac_password: hunter2-canary\n" + "\n".join(bomb) + "\n"
+    (site_file.parent / "secrets.vault").write_bytes(vault.encrypt(text))
+    pwfile = tmp_path / "vault-pass"
+    pwfile.write_text("vault-pw\n")
+    monkeypatch.setenv("PROVISIONER_VAULT_PASSWORD_FILE", str(pwfile))
+    site = load_site(site_file)
+    with pytest.raises(CredentialError, match="does not hold valid YAML") as e:
+        resolve_credentials(site, "idrac")
+    assert "hunter2-canary" not in str(e.value)

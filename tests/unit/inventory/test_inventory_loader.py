@@ -220,3 +220,37 @@ def test_select_by_glob_and_rack() -> None:
 def test_copy_of_example_in_other_dir_loads(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE.parent, tmp_path / "mysite")
     assert len(load_site(tmp_path / "mysite").hosts) == 32
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """Nine lists of nine aliases of the list before: 9^9 values from ten lines."""
+    out = ['lol0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    out += [f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(out) + "\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    site = tmp_path / "site.yml"
+    site.write_text("site: bomb\n" + _alias_bomb() + "racks: *l9\n")
+    with pytest.raises(InventoryError, match=r"aliases \(\*name\) expand to more than 1,000,000") as e:
+        load_site(site)
+    assert e.value.file == str(site)
+
+
+def test_aliases_that_repeat_a_block_are_fine(tmp_path: Path) -> None:
+    import yaml
+
+    from provisioner.inventory.yamlsrc import alias_expansion
+
+    node = yaml.compose("a: &a {x: 1, y: [1, 2]}\nb: *a\nc: *a\n")
+    assert alias_expansion(node) == 2 * 7  # two more copies of a 7-node mapping
+    assert alias_expansion(yaml.compose("a: [1, 2, 3]\n")) == 0
+    # levels of 10, 91, 820 and 7,381 nodes (list + 9 items) written as 10 + 3 list nodes
+    assert alias_expansion(yaml.compose(_alias_bomb(3))) == (91 - 1) + (820 - 1) + (7381 - 1)
+
+
+def test_a_recursive_alias_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    site = tmp_path / "site.yml"
+    site.write_text("site: loop\nracks: &r [*r]\n")
+    with pytest.raises(InventoryError):
+        load_site(site)
