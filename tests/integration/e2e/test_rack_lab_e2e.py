@@ -55,6 +55,15 @@ BAD_SERIAL = "NO-SUCH-DISK-SERIAL"
 MARKER = "provisioner-e2e-marker: data disks survive re-image"
 
 
+_T0 = time.monotonic()
+
+
+def _phase(name: str) -> None:
+    """Print how long the run has taken when a phase starts (shown with `pytest -s`; the suite's
+    time is watched, and this says which phase to look at)."""
+    print(f"[e2e {time.monotonic() - _T0:7.1f} s] {name}", file=sys.stderr, flush=True)
+
+
 def _require() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces, libvirt, dnsmasq)")
@@ -133,6 +142,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     _require()
     lab = Lab(tmp_path_factory.mktemp("e2e"))
     lab.provision("lab", "down", check=False)  # leftovers of a crashed earlier run
+    _phase("lab up")
     lab.provision("lab", "up", "--hosts", "3", "--disks", "3", timeout=900)
     site_file = lab.site_dir / "site.yml"
     text = site_file.read_text()
@@ -141,8 +151,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     try:
         yield lab
     finally:
+        _phase("lab down")
         res = lab.provision("lab", "down", check=False)
         assert res.returncode == 0, res.stderr
+        _phase("end")
 
 
 def root_disk_serial(lab: Lab, host: str) -> str:
@@ -162,7 +174,7 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 
 def test_rack_then_reimage(lab: Lab) -> None:
-    # -- provision rack: two hosts deploy, the third fails with its reason -------------------
+    _phase('provision rack: two hosts deploy, the third fails with its reason')
     # no --playbook: the whole of site.yml, as `provision rack` runs it on a real rack; run on a
     # pseudo-terminal like a person would, so the live progress view is what it prints
     run = _rack_under_pty(lab, "lab-host01", "lab-host02", "lab-host03")
@@ -180,13 +192,13 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert states["lab-host03"]["state"] == "failed"
     assert BAD_SERIAL in (states["lab-host03"]["last_error"] or "")
 
-    # -- the image is on the hinted disk, which Linux enumerated last ------------------------
+    _phase('the image is on the hinted disk, which Linux enumerated last')
     for host in ("lab-host01", "lab-host02"):
         disk, serial = root_disk_serial(lab, host).split()
         assert serial == f"PLAB-{host.upper().replace('LAB-', '')}-DISK2"
         assert disk != "vda", "the OS landed on the first enumerated disk"
 
-    # -- Ansible reaches them through the site inventory -------------------------------------
+    _phase('Ansible reaches them through the site inventory')
     ping = subprocess.run(
         [str(BIN / "ansible"), "-i", str(lab.site_dir), "lab-host01:lab-host02", "-m", "ansible.builtin.ping"],
         env={**lab.env, "ANSIBLE_HOST_KEY_CHECKING": "False"},
@@ -198,7 +210,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert ping.returncode == 0, ping.stdout + ping.stderr
     assert ping.stdout.count("SUCCESS") == 2
 
-    # -- site.yml's base and container stages took effect --------------------------------------
+    _phase("site.yml's base and container stages took effect")
     for host in ("lab-host01", "lab-host02"):
         info = json.loads(lab.ssh(host, "sudo docker info --format '{{json .}}'"))
         assert info["DockerRootDir"] == "/var/lib/docker"
@@ -209,7 +221,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
         assert held.splitlines() == [f"{p} hold ok installed" for p in ("containerd", "docker.io", "runc")]
         assert lab.ssh(host, "sudo systemctl is-active chrony docker").split() == ["active", "active"]
 
-    # -- health: what applies passes, GPU/IB checks say not applicable, node_exporter serves it --
+    _phase('health: what applies passes, GPU/IB checks say not applicable, node_exporter serves it')
     res = lab.provision("health", "lab-host01", "lab-host02", "--json", check=False)
     assert res.returncode in (0, 3), res.stdout + res.stderr
     docs = {d["host"]: d for d in map(json.loads, (x for x in res.stdout.splitlines() if x.startswith("{")))}
@@ -221,7 +233,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
             metrics = r.read().decode()
         assert f'node_health_check{{check="gpu.count",host="{host}",status="not_applicable"}} 1' in metrics
 
-    # -- a marker on a data disk of host01 ----------------------------------------------------
+    _phase('a marker on a data disk of host01')
     dev = data_disk(lab, "lab-host01", "PLAB-HOST01-DISK1")
     assert dev
     lab.ssh(
@@ -232,7 +244,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
     boot01 = lab.ssh("lab-host01", "cat /proc/sys/kernel/random/boot_id")
     boot02 = lab.ssh("lab-host02", "cat /proc/sys/kernel/random/boot_id")
 
-    # -- re-image host01 only, while host03 asks for DHCP -------------------------------------
+    _phase('re-image host01 only, while host03 asks for DHCP')
     log = lab.dnsmasq_log()
     offset = log.stat().st_size if log else 0
     reimage = subprocess.Popen(
@@ -267,7 +279,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert host03_mac not in parse_offers(text), "an untargeted host got a DHCP offer"
     assert host03_mac in parse_ignored(text), "host03 never asked for DHCP: the check proved nothing"
 
-    # -- host01 is new, its data disk kept its marker, host02 was not touched ------------------
+    _phase('host01 is new, its data disk kept its marker, host02 was not touched')
     assert lab.ssh("lab-host01", "cat /proc/sys/kernel/random/boot_id") != boot01
     disk, serial = root_disk_serial(lab, "lab-host01").split()
     assert serial == "PLAB-HOST01-DISK2"
@@ -279,7 +291,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert got == MARKER
     assert lab.ssh("lab-host02", "cat /proc/sys/kernel/random/boot_id") == boot02
 
-    # -- a second rack run changes nothing -----------------------------------------------------
+    _phase('a second rack run changes nothing')
     again = lab.provision("rack", "lab-host01", "lab-host02", "--skip-configure", "--json")
     assert {h["status"] for h in json.loads(again.stdout)["hosts"]} == {"skipped"}
 
@@ -289,6 +301,7 @@ def test_rack_then_reimage(lab: Lab) -> None:
 def _bios_baseline_on_the_vms(lab: Lab) -> None:
     """The lab profile's BIOS baseline (ProcTurboMode Disabled) against sushy-emulator's
     libvirt driver, which keeps each VM's attributes in its domain definition."""
+    _phase("bios baseline")
     res = lab.provision("bios", "check", "--json", check=False)
     assert res.returncode == 3, res.stdout + res.stderr
     items = {r["host"]: r["items"] for r in json.loads(res.stdout)}
