@@ -14,7 +14,8 @@ from provisioner.bmc.base import PowerAction, PowerState
 from provisioner.bmc.firmware_inventory import FirmwareComponent, read_components
 from provisioner.bmc.firmware_update import (
     BMC_AWAY,
-    simple_update,
+    plan_request,
+    send_update,
     update_service,
     wait_task,
     wait_until_back,
@@ -165,7 +166,7 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
     todo = [h for h in eligible if h.name in plans]
     with serve_images(site.settings.firmware_server, cache) as server:
         def op(bmc: RedfishBMC, host: Host) -> str:
-            return _update_host(bmc, plans[host.name], images, server, store, opts)
+            return _update_host(bmc, plans[host.name], images, server, cache, store, opts)
 
         results += run_per_host(site, todo, op, max_parallel=max_parallel, opener=opener)
     for res in results:
@@ -185,7 +186,8 @@ def _verify(cache: ImageCache, image: FirmwareImage) -> Exception | None:
 
 
 def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | None],
-                 server: ImageServer, store: StateStore, opts: UpdateOptions) -> str:
+                 server: ImageServer, cache: ImageCache, store: StateStore,
+                 opts: UpdateOptions) -> str:
     if plan.blocked and not plan.steps:
         raise InputError("; ".join(plan.blocked),
                          hint="add `image: {url, sha256}` to those baseline entries")
@@ -197,11 +199,20 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
         return "nothing to update"
     service = update_service(bmc)
     needs_reset = False
+    staged: list[str] = []  # tasks of OnReset updates: they end after the host reset
     for step in plan.steps:
-        task = simple_update(bmc, service, server.url_of(step.image), [step.component.path]
-                             if step.component.path else [])
-        if task:
-            wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+        at_reset = step.order in (Order.BIOS, Order.NIC)
+        image_url, image = server.url_of(step.image), cache.path_of(step.image)
+        req = plan_request(bmc, service, image_url=image_url, image_size=image.stat().st_size,
+                           target=step.component.path or None, at_reset=at_reset)
+        task = send_update(bmc, service, req, image_url=image_url, image=image,
+                           timeout_s=opts.task_timeout_s)
+        store.record_event(plan.host, "firmware", f"{step.label}: sent by {req.describe()}")
+        if task and wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
+                              until_staged=req.apply_time == "OnReset") == "staged":
+            staged.append(task)
+            needs_reset = True
+            continue
         if step.order is Order.BMC:
             wait_until_back(bmc, timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
         # BIOS and NIC images usually run only after a host reset: look once; the BMC and
@@ -217,6 +228,8 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
             raise _not_applied(bmc, step, now)
     if needs_reset:
         _reset_host(bmc, opts)
+        for task in staged:
+            wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
         for step in plan.steps:
             now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
             if not _all_allowed(step, now):

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget, NicPort
+from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
 from provisioner.bmc.vendors.hpe_adapters import adapter_locations, port_link
@@ -29,6 +30,11 @@ class HpeBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "hpe"
+    # iLO 5 flashes what the package holds (no Targets in its SimpleUpdate), and its
+    # HttpPushUri (/cgi-bin/uploadFile) is a web-form upload with a session key, not the
+    # DMTF push: firmware goes by SimpleUpdate from our server.
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        targets_in_image=True, standard_http_push=False)
 
     def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
         """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters."""

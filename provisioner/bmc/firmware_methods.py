@@ -1,0 +1,216 @@
+"""What a BMC's UpdateService offers, and which way an image goes to it: SimpleUpdate (the
+BMC fetches it from us), a multipart push, or a raw HttpPushUri push. Pure: it reads the
+service's JSON (DMTF UpdateService, ActionInfo) and a vendor's quirks, sends nothing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from provisioner.bmc import redfish_parse as rp
+
+
+class Method(StrEnum):
+    """How the image reaches the BMC."""
+
+    SIMPLE = "SimpleUpdate"
+    MULTIPART = "MultipartHttpPushUri"
+    HTTP_PUSH = "HttpPushUri"
+
+
+@dataclass(frozen=True)
+class FirmwareQuirks:
+    """What a vendor's UpdateService does beyond (or instead of) the DMTF schema; set on the
+    vendor's BMC class in provisioner/bmc/vendors/."""
+
+    # The package names the component it is for (Dell DUP, HPE fwpkg/bin, Lenovo UXSP):
+    # Targets are sent only where the BMC lists that very target as allowed.
+    targets_in_image: bool = False
+    # The HttpPushUri is the DMTF raw-octet-stream push (HPE's /cgi-bin/uploadFile is not).
+    standard_http_push: bool = True
+    # Oem job states that mean "image staged, runs at the next host reset" (Dell: Scheduled).
+    staged_job_states: frozenset[str] = frozenset()
+
+
+GENERIC = FirmwareQuirks()
+
+
+@dataclass(frozen=True)
+class UpdateService:
+    """What a BMC's UpdateService offers."""
+
+    path: str
+    simple_update: str | None = None  # the SimpleUpdate action target
+    protocols: tuple[str, ...] = ()  # TransferProtocol allowable values ((): not stated)
+    # Targets SimpleUpdate takes: None not stated (any), () not a parameter, else these
+    # (entries may be patterns such as Supermicro's ``CPLD_Backplane_(\d+)``).
+    simple_targets: tuple[str, ...] | None = None
+    simple_apply_times: tuple[str, ...] = ()
+    multipart_uri: str | None = None
+    multipart_apply_times: tuple[str, ...] = ()
+    push_uri: str | None = None  # HttpPushUri
+    push_targets: bool = False  # HttpPushUriTargets can be set
+    push_apply_times: tuple[str, ...] = ()
+    max_image_bytes: int | None = None
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _supported(annotation: Any) -> tuple[str, ...]:
+    return _strings(rp.obj(annotation).get("SupportedValues"))
+
+
+def parse_update_service(path: str, body: dict[str, Any],
+                         action_info: dict[str, Any] | None = None) -> UpdateService:
+    """The UpdateService resource (and its SimpleUpdate ActionInfo, when the BMC has one)."""
+    action = rp.obj(rp.obj(body.get("Actions")).get("#UpdateService.SimpleUpdate"))
+    target = action.get("target") if isinstance(action.get("target"), str) else None
+    protocols = _strings(action.get("TransferProtocol@Redfish.AllowableValues"))
+    targets: tuple[str, ...] | None = None
+    if "Targets@Redfish.AllowableValues" in action:
+        targets = _strings(action["Targets@Redfish.AllowableValues"])
+    if action_info is not None:
+        params = {str(p.get("Name")): p for p in rp.items(action_info.get("Parameters"))
+                  if isinstance(p, dict)}
+        info_protocols = _strings(rp.obj(params.get("TransferProtocol")).get("AllowableValues"))
+        protocols = protocols or info_protocols
+        if "Targets" not in params:
+            targets = ()
+        elif "AllowableValues" in params["Targets"]:
+            targets = _strings(params["Targets"]["AllowableValues"])
+    options = rp.obj(body.get("HttpPushUriOptions"))
+    apply = rp.obj(options.get("HttpPushUriApplyTime"))
+    multipart = body.get("MultipartHttpPushUri")
+    push = body.get("HttpPushUri")
+    size = body.get("MaxImageSizeBytes")
+    return UpdateService(
+        path=path,
+        simple_update=target,
+        protocols=tuple(p.upper() for p in protocols),
+        simple_targets=targets,
+        simple_apply_times=_supported(action.get("@Redfish.OperationApplyTimeSupport")),
+        multipart_uri=multipart if isinstance(multipart, str) and multipart else None,
+        multipart_apply_times=_supported(
+            body.get("MultipartHttpPushUri@Redfish.OperationApplyTimeSupport")),
+        push_uri=push if isinstance(push, str) and push else None,
+        push_targets="HttpPushUriTargets" in body,
+        push_apply_times=_strings(apply.get("ApplyTime@Redfish.AllowableValues")),
+        max_image_bytes=size if isinstance(size, int) and size > 0 else None,
+    )
+
+
+@dataclass(frozen=True)
+class UpdateRequest:
+    """One image to one BMC: the way, the URI it goes to, and what it carries."""
+
+    method: Method
+    uri: str
+    targets: tuple[str, ...] = ()
+    apply_time: str | None = None  # @Redfish.OperationApplyTime / HttpPushUriApplyTime
+    protocol: str | None = None  # SimpleUpdate's TransferProtocol
+    untargeted: bool = False  # a target was wanted and the BMC takes none: the image decides
+
+    def describe(self) -> str:
+        """How events and the plan name it."""
+        bits = [self.method.value]
+        if self.targets:
+            bits.append(f"Targets {', '.join(self.targets)}")
+        if self.apply_time:
+            bits.append(f"apply {self.apply_time}")
+        if self.untargeted:
+            bits.append("no Targets (the image names its component)")
+        return ", ".join(bits)
+
+
+class NoUpdateMethod(ValueError):
+    """No way the service offers can take this image; the message says why, per way."""
+
+
+def _allowed(target: str, allowed: tuple[str, ...]) -> bool:
+    for entry in allowed:
+        if entry.lstrip("/") == target.lstrip("/"):
+            return True
+        try:
+            if re.fullmatch(entry.lstrip("/"), target.lstrip("/")):
+                return True
+        except re.error:
+            continue
+    return False
+
+
+def _apply_time(supported: tuple[str, ...], at_reset: bool) -> str | None:
+    # A component that runs only after a host reset is staged for the reset the update
+    # does at the end; anything else is applied now. Sent only where the BMC lists it.
+    wanted = "OnReset" if at_reset else "Immediate"
+    return wanted if wanted in supported else None
+
+
+def choose(service: UpdateService, *, image_url: str, image_size: int | None = None,
+           target: str | None = None, at_reset: bool = False,
+           quirks: FirmwareQuirks = GENERIC) -> UpdateRequest:
+    """The way this image goes to this BMC: SimpleUpdate where it can fetch our URL and take
+    the target, else a multipart push, else a raw HttpPushUri push. A way that cannot name
+    the target is used only when no way can (the image then names its component)."""
+    scheme = urlsplit(image_url).scheme.upper()
+    needs_target = bool(target) and not quirks.targets_in_image
+    why: list[str] = []
+    untargeted: UpdateRequest | None = None
+
+    def offer(req: UpdateRequest, can_target: bool) -> UpdateRequest | None:
+        nonlocal untargeted
+        if not needs_target or can_target:
+            return req
+        if untargeted is None:
+            untargeted = UpdateRequest(req.method, req.uri, (), req.apply_time, req.protocol,
+                                       untargeted=True)
+        return None
+
+    if service.simple_update:
+        allowed = service.simple_targets
+        if service.protocols and scheme not in service.protocols:
+            why.append(f"SimpleUpdate fetches only over {', '.join(service.protocols)}, "
+                       f"not {scheme}")
+        else:
+            explicit = bool(target) and bool(allowed) and _allowed(str(target), allowed or ())
+            can = allowed is None or explicit
+            send = (str(target),) if target and (explicit or (can and needs_target)) else ()
+            req = UpdateRequest(Method.SIMPLE, service.simple_update, send,
+                                _apply_time(service.simple_apply_times, at_reset),
+                                scheme if service.protocols else None)
+            chosen = offer(req, can)
+            if chosen:
+                return chosen
+            why.append(f"SimpleUpdate cannot target {target}")
+    else:
+        why.append("no SimpleUpdate action")
+    too_big = (service.max_image_bytes is not None and image_size is not None
+               and image_size > service.max_image_bytes)
+    if service.multipart_uri and too_big:
+        why.append(f"the image ({image_size} bytes) exceeds MaxImageSizeBytes "
+                   f"({service.max_image_bytes})")
+    elif service.multipart_uri:
+        req = UpdateRequest(Method.MULTIPART, service.multipart_uri,
+                            (str(target),) if needs_target else (),
+                            _apply_time(service.multipart_apply_times, at_reset))
+        if chosen := offer(req, True):
+            return chosen
+    else:
+        why.append("no MultipartHttpPushUri")
+    if service.push_uri and not quirks.standard_http_push:
+        why.append(f"its HttpPushUri ({service.push_uri}) is not the DMTF push")
+    elif service.push_uri and not too_big:
+        req = UpdateRequest(Method.HTTP_PUSH, service.push_uri,
+                            (str(target),) if needs_target and service.push_targets else (),
+                            _apply_time(service.push_apply_times, at_reset))
+        if chosen := offer(req, service.push_targets):
+            return chosen
+    elif not service.push_uri:
+        why.append("no HttpPushUri")
+    if untargeted is not None:
+        return untargeted
+    raise NoUpdateMethod("; ".join(why))
