@@ -33,6 +33,11 @@ class FirmwareQuirks:
     standard_http_push: bool = True
     # Oem job states that mean "image staged, runs at the next host reset" (Dell: Scheduled).
     staged_job_states: frozenset[str] = frozenset()
+    # Where an update that has no task shows its progress: ``Oem.<key>.State`` of the
+    # UpdateService (iLO), the states that mean "still at it", and those that mean failed.
+    progress_oem: str | None = None
+    progress_busy: frozenset[str] = frozenset()
+    progress_failed: frozenset[str] = frozenset()
 
 
 GENERIC = FirmwareQuirks()

@@ -178,6 +178,39 @@ def wait_task(bmc: RedfishBMC, task: str, *, timeout_s: float, poll_s: float,
         sleep(poll_s)
 
 
+def wait_untasked(bmc: RedfishBMC, service: UpdateService, *, timeout_s: float,
+                  poll_s: float, sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic) -> None:
+    """For an update the BMC answered without a task: wait while the vendor's UpdateService
+    progress says it is still flashing; raise when it says the flash failed. A BMC without
+    such a report returns at once (the version read back is the verdict)."""
+    quirks = quirks_of(bmc)
+    if quirks.progress_oem is None:
+        return
+    deadline = clock() + timeout_s
+    state = "unknown"
+    while True:
+        try:
+            oem = rp.obj(rp.obj(bmc.client.get(service.path).get("Oem")).get(quirks.progress_oem))
+            state = str(oem.get("State") or "")
+            if state in quirks.progress_failed:
+                result = rp.obj(oem.get("Result"))
+                raise BMCJobFailed(
+                    f"firmware update ended {state}: "
+                    f"{result.get('MessageId') or result.get('Message') or 'no message'}",
+                    bmc=bmc.name, path=service.path)
+            if state not in quirks.progress_busy:
+                return
+        except BMC_AWAY:
+            state = "BMC not answering"
+        if clock() >= deadline:
+            raise BMCStateTimeout(f"firmware update still {state} after {timeout_s:.0f} s",
+                                  bmc=bmc.name, path=service.path,
+                                  hint="the BMC may still be flashing: check it before "
+                                  "retrying")
+        sleep(poll_s)
+
+
 def _staged(body: dict[str, Any], quirks: FirmwareQuirks) -> bool:
     if str(body.get("TaskState") or "") in STAGED_TASK_STATES:
         return True

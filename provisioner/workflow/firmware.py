@@ -18,6 +18,7 @@ from provisioner.bmc.firmware_update import (
     send_update,
     update_service,
     wait_task,
+    wait_untasked,
     wait_until_back,
 )
 from provisioner.bmc.redfish_bmc import RedfishBMC
@@ -208,8 +209,10 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
         task = send_update(bmc, service, req, image_url=image_url, image=image,
                            timeout_s=opts.task_timeout_s)
         store.record_event(plan.host, "firmware", f"{step.label}: sent by {req.describe()}")
-        if task and wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
-                              until_staged=req.apply_time == "OnReset") == "staged":
+        if task is None:
+            wait_untasked(bmc, service, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+        elif wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
+                       until_staged=req.apply_time == "OnReset") == "staged":
             staged.append(task)
             needs_reset = True
             continue

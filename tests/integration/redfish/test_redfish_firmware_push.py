@@ -5,8 +5,9 @@ emulator implements UpdateService), each behind a TLS proxy.
 One rack, one run: a multipart-only BMC (BMC now, BIOS staged OnReset), a legacy HttpPushUri
 BMC (HttpPushUriTargets claimed, set and released), a BMC whose SimpleUpdate fetches only over
 FTP (so the image is pushed) and answers the push with no task, a multipart BMC whose task
-fails, one that receives a different image than the one checked (its task refuses it), and a
-BMC with no way to take an image at all, which fails alone with what it lacks.
+fails, one that receives a different image than the one checked (its task refuses it), a
+legacy BMC whose push targets another client holds, and a BMC with no way to take an image
+at all, which fails alone with what it lacks.
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ PEERS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
     "c": ({"BMC": {"Name": "BMC", "Version": "1.0"}}, {},
           {"methods": frozenset({"multipart"}), "expect_sha256": {"BMC": "ab" * 32}}),
     "x": ({"BMC": {"Name": "BMC", "Version": "1.0"}}, {}, {"methods": frozenset()}),
+    "b": ({"NIC.Slot.1": {"Name": "ConnectX-7", "Version": "28.39.1002"}}, {},
+          {"methods": frozenset({"push"}), "push_busy": True}),
 }
-PROFILE_OF = {"m": "bmcbios", "p": "nic", "f": "bmc", "t": "bios", "c": "bmc", "x": "bmc"}
+PROFILE_OF = {"m": "bmcbios", "p": "nic", "f": "bmc", "t": "bios", "c": "bmc", "x": "bmc",
+              "b": "nic"}
 
 
 def _profiles(images: Path) -> str:
@@ -152,6 +156,12 @@ def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
         assert lack in res["x"]["error"]
     assert "hint: serve images over a protocol" in res["x"]["error"]
     assert not any(meth == "POST" and "Update" in path for meth, path, _h, _b in peers["x"].seen)
+
+    # b: another client holds HttpPushUriTargets: nothing is changed or pushed.
+    assert res["b"]["reason"] == "BMC error" and "HttpPushUriTargetsBusy" in res["b"]["error"]
+    assert not peers["b"].received
+    assert not any(meth in ("PATCH", "POST") for meth, _p, _h, _b in peers["b"].seen
+                   if "UpdateService" in _p)
 
     store = StateStore.for_site(load_site(site))
     history = [e.message for e in store.events("m") if e.kind == "firmware"]

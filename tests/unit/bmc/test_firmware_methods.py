@@ -19,9 +19,10 @@ from provisioner.bmc.firmware_methods import (
     choose,
     parse_update_service,
 )
-from provisioner.bmc.firmware_update import wait_task
+from provisioner.bmc.firmware_update import wait_task, wait_untasked
 from provisioner.bmc.vendors import vendor_class
 from provisioner.bmc.vendors.dell import DellBMC
+from provisioner.bmc.vendors.hpe import HpeBMC
 from provisioner.redfish.errors import BMCJobFailed
 from tests.conftest import corpus_path
 
@@ -223,3 +224,20 @@ def test_task_payloads_real_and_written():
                   until_staged=True, sleep=lambda s: None)
     with pytest.raises(BMCJobFailed, match="Verification of image"):
         _wait(_Tasks([variation("task-pushed-image-refused.json")]))
+
+
+def test_ilo_update_without_task_waits_on_its_oem_state():
+    svc = service_of("hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish")
+    idle = json.loads((_mockup("hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish")
+                       / "UpdateService" / "index.json").read_text())
+    writing = {**idle, "Oem": {"Hpe": {**idle["Oem"]["Hpe"], "State": "Writing"}}}
+    bmc = _Tasks([writing, writing, idle], HpeBMC)
+    wait_untasked(bmc, svc, timeout_s=5, poll_s=0, sleep=lambda s: None)  # type: ignore[arg-type]
+    assert bmc.bodies == [idle]  # it kept asking until iLO was idle again
+    with pytest.raises(BMCJobFailed, match="UpdateBadParameter"):
+        wait_untasked(_Tasks([variation("updateservice-ilo-flash-error.json")], HpeBMC),  # type: ignore[arg-type]
+                      svc, timeout_s=5, poll_s=0, sleep=lambda s: None)
+    # Other vendors' services have no such report: nothing is read.
+    generic = _Tasks([writing, idle])
+    wait_untasked(generic, svc, timeout_s=5, poll_s=0, sleep=lambda s: None)  # type: ignore[arg-type]
+    assert generic.bodies == [writing, idle]
