@@ -12,9 +12,11 @@ from enum import IntEnum
 
 from provisioner.bmc.base import PowerAction, PowerState
 from provisioner.bmc.firmware_inventory import FirmwareComponent, read_components
+from provisioner.bmc.firmware_methods import NoUpdateMethod, choose
 from provisioner.bmc.firmware_update import (
     BMC_AWAY,
     plan_request,
+    quirks_of,
     send_update,
     update_service,
     wait_task,
@@ -25,7 +27,7 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import InputError, ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import FirmwareImage, FirmwareRequirement
-from provisioner.redfish.errors import BMCVerifyFailed
+from provisioner.redfish.errors import BMCVerifyFailed, RedfishError
 from provisioner.state import StateStore
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
@@ -91,6 +93,7 @@ class HostPlan:
     host: str
     steps: list[Step] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # drifting components without an image
+    ways: dict[str, str] = field(default_factory=dict)  # step label: how its image would go
 
 
 def plan_host(host: Host, have: Sequence[FirmwareComponent]) -> HostPlan:
@@ -135,12 +138,33 @@ def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = N
     returned as failed results."""
     plans: dict[str, HostPlan] = {}
 
+    server = site.settings.firmware_server
+    image_url = f"{server.url if server else 'http://'}/firmware/image.bin"
+
     def op(bmc: RedfishBMC, host: Host) -> str:
-        plans[host.name] = plan_host(host, read_components(bmc))
-        return f"{len(plans[host.name].steps)} steps"
+        plan = plans[host.name] = plan_host(host, read_components(bmc))
+        if plan.steps:
+            _plan_ways(bmc, plan, image_url)
+        return f"{len(plan.steps)} steps"
 
     results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
     return plans, [r for r in results if not r.ok]
+
+
+def _plan_ways(bmc: RedfishBMC, plan: HostPlan, image_url: str) -> None:
+    """How each step's image would reach the BMC (read-only: the UpdateService is read)."""
+    try:
+        service = update_service(bmc)
+    except RedfishError as exc:
+        plan.ways = {s.label: f"unknown ({exc.reason})" for s in plan.steps}
+        return
+    for step in plan.steps:
+        try:
+            req = choose(service, image_url=image_url, target=step.component.path or None,
+                         at_reset=step.order in (Order.BIOS, Order.NIC), quirks=quirks_of(bmc))
+            plan.ways[step.label] = req.describe()
+        except NoUpdateMethod as exc:
+            plan.ways[step.label] = f"no way: {exc}"
 
 
 def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: ImageCache, *,

@@ -177,3 +177,21 @@ def test_no_secret_in_a_pushed_body(rack):
         for _m, _p, headers, body in peers[name].seen:
             assert PASSWORD not in body
             assert "Authorization" in headers or "X-Auth-Token" in headers or _p.rstrip("/") == "/redfish/v1"
+
+
+def test_dry_run_says_how_each_image_would_go(rack):
+    site, peers = rack
+    result = CliRunner().invoke(app, ["firmware", "update", "m", "p", "x", "--site", str(site),
+                                      "--dry-run", "--json"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    plans = json.loads(result.stdout)["plans"]
+    assert [s["via"] for s in plans["m"]["steps"]] == [
+        f"MultipartHttpPushUri, Targets {FW}/BMC, apply Immediate",
+        f"MultipartHttpPushUri, Targets {FW}/BIOS, apply OnReset"]
+    assert plans["p"]["steps"][0]["via"] == f"HttpPushUri, Targets {FW}/NIC.Slot.1, apply OnReset"
+    assert plans["x"]["steps"][0]["via"].startswith("no way: no SimpleUpdate action")
+    for peer in peers.values():  # read only
+        assert not peer.received and not any(m in ("POST", "PATCH") for m, *_ in peer.seen)
+    table = CliRunner().invoke(app, ["firmware", "update", "m", "--site", str(site),
+                                     "--dry-run"])
+    assert "via MultipartHttpPushUri" in table.stdout
