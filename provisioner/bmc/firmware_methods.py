@@ -66,6 +66,17 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
+def _uri(value: Any) -> str | None:
+    """A URI of the service as a path on the BMC: an absolute URL keeps only its path, so a
+    push never goes anywhere but the BMC the credentials belong to."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    parts = urlsplit(value.strip())
+    if not parts.scheme and not parts.netloc:
+        return value.strip()
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
 def _supported(annotation: Any) -> tuple[str, ...]:
     return _strings(rp.obj(annotation).get("SupportedValues"))
 
@@ -74,7 +85,7 @@ def parse_update_service(path: str, body: dict[str, Any],
                          action_info: dict[str, Any] | None = None) -> UpdateService:
     """The UpdateService resource (and its SimpleUpdate ActionInfo, when the BMC has one)."""
     action = rp.obj(rp.obj(body.get("Actions")).get("#UpdateService.SimpleUpdate"))
-    target = action.get("target") if isinstance(action.get("target"), str) else None
+    target = _uri(action.get("target"))
     protocols = _strings(action.get("TransferProtocol@Redfish.AllowableValues"))
     targets: tuple[str, ...] | None = None
     if "Targets@Redfish.AllowableValues" in action:
@@ -90,8 +101,6 @@ def parse_update_service(path: str, body: dict[str, Any],
             targets = _strings(params["Targets"]["AllowableValues"])
     options = rp.obj(body.get("HttpPushUriOptions"))
     apply = rp.obj(options.get("HttpPushUriApplyTime"))
-    multipart = body.get("MultipartHttpPushUri")
-    push = body.get("HttpPushUri")
     size = body.get("MaxImageSizeBytes")
     return UpdateService(
         path=path,
@@ -99,10 +108,10 @@ def parse_update_service(path: str, body: dict[str, Any],
         protocols=tuple(p.upper() for p in protocols),
         simple_targets=targets,
         simple_apply_times=_supported(action.get("@Redfish.OperationApplyTimeSupport")),
-        multipart_uri=multipart if isinstance(multipart, str) and multipart else None,
+        multipart_uri=_uri(body.get("MultipartHttpPushUri")),
         multipart_apply_times=_supported(
             body.get("MultipartHttpPushUri@Redfish.OperationApplyTimeSupport")),
-        push_uri=push if isinstance(push, str) and push else None,
+        push_uri=_uri(body.get("HttpPushUri")),
         push_targets="HttpPushUriTargets" in body,
         push_apply_times=_strings(apply.get("ApplyTime@Redfish.AllowableValues")),
         max_image_bytes=size if isinstance(size, int) and size > 0 else None,

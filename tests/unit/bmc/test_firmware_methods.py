@@ -241,3 +241,10 @@ def test_ilo_update_without_task_waits_on_its_oem_state():
     generic = _Tasks([writing, idle])
     wait_untasked(generic, svc, timeout_s=5, poll_s=0, sleep=lambda s: None)  # type: ignore[arg-type]
     assert generic.bodies == [writing, idle]
+
+
+def test_a_push_uri_given_as_a_url_stays_on_the_bmc():
+    body = variation("updateservice-ftp-only-simpleupdate.json")
+    body["MultipartHttpPushUri"] = "https://elsewhere.example:8443/upload?x=1"
+    svc = parse_update_service("/redfish/v1/UpdateService", body)
+    assert svc.multipart_uri == "/upload?x=1"
