@@ -5,7 +5,7 @@ service's JSON (DMTF UpdateService, ActionInfo) and a vendor's quirks, sends not
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +38,17 @@ class FirmwareQuirks:
     progress_oem: str | None = None
     progress_busy: frozenset[str] = frozenset()
     progress_failed: frozenset[str] = frozenset()
+    # Push before SimpleUpdate: the push carries options SimpleUpdate cannot (Supermicro:
+    # keep the BMC's configuration and the BIOS's NVRAM across the flash).
+    prefer_push: bool = False
+    # Apply times its multipart push takes although the service does not list them.
+    multipart_apply_times: tuple[str, ...] = ()
+    # What its multipart UpdateParameters carry besides Targets and the apply time, by kind of
+    # component ("bmc", "bios", "device", "nic"; "*": every kind).
+    multipart_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The Targets its multipart push names for a kind of component instead of the
+    # FirmwareInventory member.
+    multipart_targets: dict[str, str] = field(default_factory=dict)
 
 
 GENERIC = FirmwareQuirks()
@@ -128,6 +139,7 @@ class UpdateRequest:
     apply_time: str | None = None  # @Redfish.OperationApplyTime / HttpPushUriApplyTime
     protocol: str | None = None  # SimpleUpdate's TransferProtocol
     untargeted: bool = False  # a target was wanted and the BMC takes none: the image decides
+    parameters: dict[str, Any] = field(default_factory=dict)  # more UpdateParameters (Oem)
 
     def describe(self) -> str:
         """How events and the plan name it."""
@@ -165,66 +177,81 @@ def _apply_time(supported: tuple[str, ...], at_reset: bool) -> str | None:
 
 
 def choose(service: UpdateService, *, image_url: str, image_size: int | None = None,
-           target: str | None = None, at_reset: bool = False,
+           target: str | None = None, at_reset: bool = False, kind: str = "device",
            quirks: FirmwareQuirks = GENERIC) -> UpdateRequest:
     """The way this image goes to this BMC: SimpleUpdate where it can fetch our URL and take
-    the target, else a multipart push, else a raw HttpPushUri push. A way that cannot name
-    the target is used only when no way can (the image then names its component)."""
+    the target, else a multipart push, else a raw HttpPushUri push (a vendor may prefer the
+    push). A way that cannot name the target is used only when no way can (the image then
+    names its component). ``kind`` is the component's kind for the vendor's push options."""
     scheme = urlsplit(image_url).scheme.upper()
     needs_target = bool(target) and not quirks.targets_in_image
     why: list[str] = []
-    untargeted: UpdateRequest | None = None
+    untargeted: list[UpdateRequest] = []
+    too_big = (service.max_image_bytes is not None and image_size is not None
+               and image_size > service.max_image_bytes)
 
-    def offer(req: UpdateRequest, can_target: bool) -> UpdateRequest | None:
-        nonlocal untargeted
-        if not needs_target or can_target:
+    def offer(req: UpdateRequest | None, can_target: bool) -> UpdateRequest | None:
+        if req is None or not needs_target or can_target:
             return req
-        if untargeted is None:
-            untargeted = UpdateRequest(req.method, req.uri, (), req.apply_time, req.protocol,
-                                       untargeted=True)
+        untargeted.append(UpdateRequest(req.method, req.uri, (), req.apply_time, req.protocol,
+                                        untargeted=True, parameters=req.parameters))
         return None
 
-    if service.simple_update:
+    def simple() -> UpdateRequest | None:
+        if not service.simple_update:
+            why.append("no SimpleUpdate action")
+            return None
         allowed = service.simple_targets
         if service.protocols and scheme not in service.protocols:
             why.append(f"SimpleUpdate fetches only over {', '.join(service.protocols)}, "
                        f"not {scheme}")
-        else:
-            explicit = bool(target) and bool(allowed) and _allowed(str(target), allowed or ())
-            can = allowed is None or explicit
-            send = (str(target),) if target and (explicit or (can and needs_target)) else ()
-            req = UpdateRequest(Method.SIMPLE, service.simple_update, send,
-                                _apply_time(service.simple_apply_times, at_reset),
-                                scheme if service.protocols else None)
-            chosen = offer(req, can)
-            if chosen:
-                return chosen
+            return None
+        explicit = bool(target) and bool(allowed) and _allowed(str(target), allowed or ())
+        can = allowed is None or explicit
+        send = (str(target),) if target and (explicit or (can and needs_target)) else ()
+        chosen = offer(UpdateRequest(Method.SIMPLE, service.simple_update, send,
+                                     _apply_time(service.simple_apply_times, at_reset),
+                                     scheme if service.protocols else None), can)
+        if chosen is None and needs_target:
             why.append(f"SimpleUpdate cannot target {target}")
-    else:
-        why.append("no SimpleUpdate action")
-    too_big = (service.max_image_bytes is not None and image_size is not None
-               and image_size > service.max_image_bytes)
-    if service.multipart_uri and too_big:
-        why.append(f"the image ({image_size} bytes) exceeds MaxImageSizeBytes "
-                   f"({service.max_image_bytes})")
-    elif service.multipart_uri:
-        req = UpdateRequest(Method.MULTIPART, service.multipart_uri,
-                            (str(target),) if needs_target else (),
-                            _apply_time(service.multipart_apply_times, at_reset))
-        if chosen := offer(req, True):
+        return chosen
+
+    def multipart() -> UpdateRequest | None:
+        if not service.multipart_uri:
+            why.append("no MultipartHttpPushUri")
+            return None
+        if too_big:
+            why.append(f"the image ({image_size} bytes) exceeds MaxImageSizeBytes "
+                       f"({service.max_image_bytes})")
+            return None
+        named = quirks.multipart_targets.get(kind)
+        targets = (named,) if named else (str(target),) if needs_target else ()
+        params = {**quirks.multipart_params.get("*", {}), **quirks.multipart_params.get(kind, {})}
+        times = service.multipart_apply_times or quirks.multipart_apply_times
+        return offer(UpdateRequest(Method.MULTIPART, service.multipart_uri, targets,
+                                   _apply_time(times, at_reset), parameters=params), True)
+
+    def http_push() -> UpdateRequest | None:
+        if not service.push_uri:
+            why.append("no HttpPushUri")
+            return None
+        if not quirks.standard_http_push:
+            why.append(f"its HttpPushUri ({service.push_uri}) is not the DMTF push")
+            return None
+        if too_big:
+            why.append(f"the image ({image_size} bytes) exceeds MaxImageSizeBytes "
+                       f"({service.max_image_bytes})")
+            return None
+        return offer(UpdateRequest(
+            Method.HTTP_PUSH, service.push_uri,
+            (str(target),) if needs_target and service.push_targets else (),
+            _apply_time(service.push_apply_times, at_reset)), service.push_targets)
+
+    ways = (multipart, simple, http_push) if quirks.prefer_push else (
+        simple, multipart, http_push)
+    for way in ways:
+        if chosen := way():
             return chosen
-    else:
-        why.append("no MultipartHttpPushUri")
-    if service.push_uri and not quirks.standard_http_push:
-        why.append(f"its HttpPushUri ({service.push_uri}) is not the DMTF push")
-    elif service.push_uri and not too_big:
-        req = UpdateRequest(Method.HTTP_PUSH, service.push_uri,
-                            (str(target),) if needs_target and service.push_targets else (),
-                            _apply_time(service.push_apply_times, at_reset))
-        if chosen := offer(req, service.push_targets):
-            return chosen
-    elif not service.push_uri:
-        why.append("no HttpPushUri")
-    if untargeted is not None:
-        return untargeted
-    raise NoUpdateMethod("; ".join(why))
+    if untargeted:
+        return untargeted[0]
+    raise NoUpdateMethod("; ".join(dict.fromkeys(why)))

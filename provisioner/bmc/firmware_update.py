@@ -69,12 +69,12 @@ def quirks_of(bmc: RedfishBMC) -> FirmwareQuirks:
 
 
 def plan_request(bmc: RedfishBMC, service: UpdateService, *, image_url: str,
-                 image_size: int | None, target: str | None,
-                 at_reset: bool) -> UpdateRequest:
+                 image_size: int | None, target: str | None, at_reset: bool,
+                 kind: str = "device") -> UpdateRequest:
     """The way this image goes to this BMC; raises, saying why per way, when there is none."""
     try:
         return choose(service, image_url=image_url, image_size=image_size, target=target,
-                      at_reset=at_reset, quirks=quirks_of(bmc))
+                      at_reset=at_reset, kind=kind, quirks=quirks_of(bmc))
     except NoUpdateMethod as exc:
         raise BMCUnsupported(
             f"the UpdateService cannot take this image: {exc}", bmc=bmc.name,
@@ -97,7 +97,7 @@ def send_update(bmc: RedfishBMC, service: UpdateService, req: UpdateRequest, *,
             body["@Redfish.OperationApplyTime"] = req.apply_time
         return _task_of(bmc.client.post(req.uri, body))
     if req.method is Method.MULTIPART:
-        params: dict[str, Any] = {"Targets": list(req.targets)}
+        params: dict[str, Any] = {**req.parameters, "Targets": list(req.targets)}
         if req.apply_time:
             params["@Redfish.OperationApplyTime"] = req.apply_time
         return _task_of(bmc.client.upload(
@@ -138,7 +138,8 @@ def _task_of(reply: Reply) -> str | None:
     monitor = reply.header("Location") or reply.body.get("TaskMonitor")
     if isinstance(monitor, str) and monitor:
         return urlsplit(monitor).path or None
-    return rp.odata_id(reply.body) if "TaskState" in reply.body else None
+    is_task = "TaskState" in reply.body or "#Task." in str(reply.body.get("@odata.type"))
+    return rp.odata_id(reply.body) if is_task else None
 
 
 def wait_task(bmc: RedfishBMC, task: str, *, timeout_s: float, poll_s: float,

@@ -161,7 +161,8 @@ def _plan_ways(bmc: RedfishBMC, plan: HostPlan, image_url: str) -> None:
     for step in plan.steps:
         try:
             req = choose(service, image_url=image_url, target=step.component.path or None,
-                         at_reset=step.order in (Order.BIOS, Order.NIC), quirks=quirks_of(bmc))
+                         at_reset=step.order in (Order.BIOS, Order.NIC),
+                         kind=step.order.name.lower(), quirks=quirks_of(bmc))
             plan.ways[step.label] = req.describe()
         except NoUpdateMethod as exc:
             plan.ways[step.label] = f"no way: {exc}"
@@ -229,7 +230,8 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
         at_reset = step.order in (Order.BIOS, Order.NIC)
         image_url, image = server.url_of(step.image), cache.path_of(step.image)
         req = plan_request(bmc, service, image_url=image_url, image_size=image.stat().st_size,
-                           target=step.component.path or None, at_reset=at_reset)
+                           target=step.component.path or None, at_reset=at_reset,
+                           kind=step.order.name.lower())
         task = send_update(bmc, service, req, image_url=image_url, image=image,
                            timeout_s=opts.task_timeout_s)
         store.record_event(plan.host, "firmware", f"{step.label}: sent by {req.describe()}")

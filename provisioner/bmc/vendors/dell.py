@@ -53,8 +53,11 @@ class DellBMC(RedfishBMC):
     vendor: ClassVar[str] = "dell"
     # A DUP names the component it updates: iDRAC takes no Targets for it. A BIOS or NIC
     # update sent OnReset becomes a job in state Scheduled, run at the next host reset.
+    # Its multipart push takes Immediate and OnReset without listing them, and wants an
+    # (empty) Oem object in UpdateParameters.
     firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
-        targets_in_image=True, staged_job_states=frozenset({"Scheduled"}))
+        targets_in_image=True, staged_job_states=frozenset({"Scheduled"}),
+        multipart_apply_times=("Immediate", "OnReset"), multipart_params={"*": {"Oem": {}}})
     job_timeout_s: float = 900.0
 
     def prepare_boot(self, target: BootTarget) -> None:

@@ -17,4 +17,6 @@ class LenovoBMC(RedfishBMC):
     vendor: ClassVar[str] = "lenovo"
     # XCC's SimpleUpdate lists only the backup XCC bank as a Target; every other package
     # (UXSP) names its component, so Targets are sent only for that listed one.
-    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(targets_in_image=True)
+    # Its multipart push (/mfwupdate) takes Immediate without listing it.
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        targets_in_image=True, multipart_apply_times=("Immediate",))

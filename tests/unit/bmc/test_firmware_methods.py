@@ -69,11 +69,15 @@ def test_dell_simpleupdate_without_targets_bios_staged_on_reset(recording):
     idrac = choose(svc, image_url=HTTP, target=f"{FW}/Installed-25227-6.00.30.00__iDRAC"
                    ".Embedded.1-1", quirks=quirks("dell"))
     assert (idrac.method, idrac.targets, idrac.apply_time) == (Method.SIMPLE, (), "Immediate")
-    # Served over a protocol iDRAC does not fetch: the DUP is pushed, still untargeted.
+    # Served over a protocol iDRAC does not fetch: the DUP is pushed, still untargeted,
+    # OnReset (taken though not listed), with the empty Oem object iDRAC wants.
     ftp = choose(svc, image_url="ftp://10.0.0.5/i.exe", target=f"{FW}/x", at_reset=True,
-                 quirks=quirks("dell"))
-    assert (ftp.method, ftp.uri, ftp.targets, ftp.apply_time) == (
-        Method.MULTIPART, "/redfish/v1/UpdateService/MultipartUpload", (), None)
+                 kind="bios", quirks=quirks("dell"))
+    assert (ftp.method, ftp.uri, ftp.targets, ftp.apply_time, ftp.parameters) == (
+        Method.MULTIPART, "/redfish/v1/UpdateService/MultipartUpload", (), "OnReset",
+        {"Oem": {}})
+    # A generic BMC with the same service gets no apply time the service does not list.
+    assert choose(svc, image_url="ftp://x/y", target=f"{FW}/x", at_reset=True).apply_time is None
 
 
 @pytest.mark.parametrize("recording", ["hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish",
@@ -99,20 +103,46 @@ def test_lenovo_xcc_targets_only_the_backup_bank_it_lists():
     assert (uefi.method, uefi.targets, uefi.protocol) == (Method.SIMPLE, (), "HTTP")
     backup = choose(svc, image_url=HTTP, target=f"{FW}/BMC-Backup", quirks=quirks("lenovo"))
     assert backup.targets == (f"{FW}/BMC-Backup",)
+    # Served over a protocol XCC does not fetch: pushed to /mfwupdate, Immediate.
+    ftp = choose(svc, image_url="ftp://10.0.0.5/x.uxz", target=f"{FW}/UEFI",
+                 quirks=quirks("lenovo"))
+    assert (ftp.method, ftp.uri, ftp.targets, ftp.apply_time) == (
+        Method.MULTIPART, "/mfwupdate", (), "Immediate")
     # The generic reading of the same ActionInfo would push the UEFI image with Targets.
     assert choose(svc, image_url=HTTP, target=f"{FW}/UEFI").method is Method.MULTIPART
 
 
+def test_supermicro_pushes_with_its_targets_and_preserve_options():
+    svc = service_of("supermicro-sys-821ge-tnhr-hgx-h100-libredfish")
+    sm = quirks("supermicro")
+    bmc = choose(svc, image_url=HTTP, target=f"{FW}/BMC", kind="bmc", quirks=sm)
+    assert (bmc.method, bmc.uri, bmc.targets, bmc.apply_time) == (
+        Method.MULTIPART, "/redfish/v1/UpdateService/upload", ("/redfish/v1/Managers/1",),
+        "Immediate")
+    assert bmc.parameters["Oem"]["Supermicro"]["BMC"]["PreserveCfg"] is True
+    bios = choose(svc, image_url=HTTP, target=f"{FW}/BIOS", kind="bios", at_reset=True,
+                  quirks=sm)
+    assert bios.targets == ("/redfish/v1/Systems/1/Bios",)
+    assert bios.parameters["Oem"]["Supermicro"]["BIOS"]["PreserveNVRAM"] is True
+    gpu = choose(svc, image_url=HTTP, target=f"{FW}/HGX_FW_GPU_SXM_1", quirks=sm)
+    assert (gpu.method, gpu.targets, gpu.parameters) == (
+        Method.MULTIPART, (f"{FW}/HGX_FW_GPU_SXM_1",), {})
+
+
 def test_supermicro_simpleupdate_targets_from_its_actioninfo():
+    # Read generically (or with the push refused), its SimpleUpdate ActionInfo decides.
     svc = service_of("supermicro-sys-821ge-tnhr-hgx-h100-libredfish")
     assert svc.protocols == ("HTTP", "HTTPS", "FTP")
     for member in ("BIOS", "BMC", "HGX_FW_GPU_SXM_1", "HGX_FW_NVSwitch_3",
                    "CPLD_Backplane_1"):  # the last one by its listed pattern
-        req = choose(svc, image_url=HTTP, target=f"{FW}/{member}", quirks=quirks("supermicro"))
+        req = choose(svc, image_url=HTTP, target=f"{FW}/{member}")
         assert (req.method, req.targets) == (Method.SIMPLE, (f"{FW}/{member}",)), member
-    nic = choose(svc, image_url=HTTP, target=f"{FW}/NIC1", quirks=quirks("supermicro"))
+    nic = choose(svc, image_url=HTTP, target=f"{FW}/NIC1")
     assert (nic.method, nic.uri, nic.targets) == (
         Method.MULTIPART, "/redfish/v1/UpdateService/upload", (f"{FW}/NIC1",))
+    big = choose(svc, image_url=HTTP, target=f"{FW}/BIOS", kind="bios",
+                 quirks=quirks("supermicro"), image_size=1 << 40)
+    assert big.method is Method.MULTIPART  # no MaxImageSizeBytes stated: no limit
 
 
 def test_dgx_h100_pushes_hgx_components_with_targets():
