@@ -135,3 +135,35 @@ def test_upload_keeps_the_host_deadline_and_maps_errors(tmp_path):
             _client(url).upload("/push", UploadBody(image), timeout_s=5)
     assert "ImageTooLarge" in err.value.message_ids()[0]
     assert len(seen) == 1  # a failed upload is not retried: the BMC may have taken it
+
+
+def test_a_large_image_is_never_held_in_memory(tmp_path):
+    import tracemalloc
+
+    image = tmp_path / "big.bin"
+    with image.open("wb") as fh:  # sparse: 64 MiB on disk costs nothing
+        fh.truncate(64 * 1024 * 1024)
+    got = hashlib.sha256()
+
+    def sink(request: Request) -> Response:
+        while chunk := request.stream.read(CHUNK):
+            got.update(chunk)
+        return Response(status=204)
+
+    def app(environ, start_response):  # type: ignore[no-untyped-def]
+        return sink(Request(environ))(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    tracemalloc.start()
+    try:
+        reply = _client(f"http://127.0.0.1:{server.server_port}").upload(
+            "/upload", MultipartBody(image, [("UpdateParameters", {"Targets": []})]),
+            timeout_s=30)
+        _size, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        server.shutdown()
+        server.server_close()
+    assert reply.status == 204
+    assert peak < 16 * 1024 * 1024, f"{peak} bytes held for a 64 MiB image"
