@@ -76,11 +76,13 @@ def plan_request(bmc: RedfishBMC, service: UpdateService, *, image_url: str,
         return choose(service, image_url=image_url, image_size=image_size, target=target,
                       at_reset=at_reset, kind=kind, quirks=quirks_of(bmc))
     except NoUpdateMethod as exc:
-        raise BMCUnsupported(
-            f"the UpdateService cannot take this image: {exc}", bmc=bmc.name,
-            path=service.path,
-            hint="serve images over a protocol its SimpleUpdate lists (settings."
-            "firmware_server.url), or update this BMC with the vendor's tool") from None
+        hint = "update this BMC with the vendor's tool, or its firmware to one whose " \
+            "UpdateService takes images (SimpleUpdate or MultipartHttpPushUri)"
+        if "fetches only over" in str(exc):
+            hint = ("serve images over a protocol its SimpleUpdate lists (settings."
+                    "firmware_server.url), or " + hint)
+        raise BMCUnsupported(f"the UpdateService cannot take this image: {exc}",
+                             bmc=bmc.name, path=service.path, hint=hint) from None
 
 
 def send_update(bmc: RedfishBMC, service: UpdateService, req: UpdateRequest, *,

@@ -154,7 +154,7 @@ def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
     assert res["x"]["reason"] == "unsupported"
     for lack in ("no SimpleUpdate action", "no MultipartHttpPushUri", "no HttpPushUri"):
         assert lack in res["x"]["error"]
-    assert "hint: serve images over a protocol" in res["x"]["error"]
+    assert "hint: update this BMC with the vendor's tool" in res["x"]["error"]
     assert not any(meth == "POST" and "Update" in path for meth, path, _h, _b in peers["x"].seen)
 
     # b: another client holds HttpPushUriTargets: nothing is changed or pushed.
