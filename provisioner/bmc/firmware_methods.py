@@ -83,9 +83,8 @@ def _uri(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     parts = urlsplit(value.strip())
-    if not parts.scheme and not parts.netloc:
-        return value.strip()
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path = "/" + parts.path.lstrip("/")
+    return path + (f"?{parts.query}" if parts.query else "")
 
 
 def _supported(annotation: Any) -> tuple[str, ...]:
@@ -99,7 +98,7 @@ def parse_update_service(path: str, body: dict[str, Any],
     target = _uri(action.get("target"))
     protocols = _strings(action.get("TransferProtocol@Redfish.AllowableValues"))
     targets: tuple[str, ...] | None = None
-    if "Targets@Redfish.AllowableValues" in action:
+    if isinstance(action.get("Targets@Redfish.AllowableValues"), list):
         targets = _strings(action["Targets@Redfish.AllowableValues"])
     if action_info is not None:
         params = {str(p.get("Name")): p for p in rp.items(action_info.get("Parameters"))
@@ -108,7 +107,7 @@ def parse_update_service(path: str, body: dict[str, Any],
         protocols = protocols or info_protocols
         if "Targets" not in params:
             targets = ()
-        elif "AllowableValues" in params["Targets"]:
+        elif isinstance(params["Targets"].get("AllowableValues"), list):
             targets = _strings(params["Targets"]["AllowableValues"])
     options = rp.obj(body.get("HttpPushUriOptions"))
     apply = rp.obj(options.get("HttpPushUriApplyTime"))
@@ -125,7 +124,7 @@ def parse_update_service(path: str, body: dict[str, Any],
         push_uri=_uri(body.get("HttpPushUri")),
         push_targets="HttpPushUriTargets" in body,
         push_apply_times=_strings(apply.get("ApplyTime@Redfish.AllowableValues")),
-        max_image_bytes=size if isinstance(size, int) and size > 0 else None,
+        max_image_bytes=size if type(size) is int and size > 0 else None,
     )
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner.bmc.firmware_methods import (
     GENERIC,
@@ -278,3 +280,31 @@ def test_a_push_uri_given_as_a_url_stays_on_the_bmc():
     body["MultipartHttpPushUri"] = "https://elsewhere.example:8443/upload?x=1"
     svc = parse_update_service("/redfish/v1/UpdateService", body)
     assert svc.multipart_uri == "/upload?x=1"
+
+
+_json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 1 << 40) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=4),
+    max_leaves=12)
+_keys = st.sampled_from([
+    "Actions", "MultipartHttpPushUri", "HttpPushUri", "HttpPushUriTargets",
+    "HttpPushUriOptions", "MaxImageSizeBytes",
+    "MultipartHttpPushUri@Redfish.OperationApplyTimeSupport"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.dictionaries(_keys, _json_value, max_size=6),
+       info=st.none() | st.dictionaries(st.just("Parameters"), _json_value, max_size=1),
+       target=st.none() | st.text(min_size=1, max_size=20))
+def test_any_service_document_gives_a_way_or_says_why(body, info, target):
+    """Whatever a BMC's UpdateService and ActionInfo hold, choosing either gives a request
+    or NoUpdateMethod, never another error."""
+    svc = parse_update_service("/redfish/v1/UpdateService", body, info)
+    for quirk in (GENERIC, quirks("dell"), quirks("hpe"), quirks("supermicro")):
+        try:
+            req = choose(svc, image_url=HTTP, image_size=1000, target=target, quirks=quirk)
+        except NoUpdateMethod as exc:
+            assert str(exc)
+        else:
+            assert req.uri.startswith("/") and not req.uri.startswith("//")
