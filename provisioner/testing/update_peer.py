@@ -10,7 +10,8 @@ carries, runs a task that the client polls, and changes the inventory as the mod
 pushed image whose sha256 is not the one the test expects is refused by its task. Images are
 text: ``STANDIN-FW component=<Id> version=<v>``.
 
-Ways offered (``methods``): simple, multipart, push; none at all is a BMC without any.
+Ways offered (``methods``): simple, multipart, push; none at all is a BMC without any. The
+System's Manufacturer can be set so that the updater treats the peer as that vendor's BMC.
 Modes per component: ok, fail (task ends in Exception with a message), reboot (the BMC goes
 away for a moment mid-task and forgets the task), staged (the version shows only after a host
 reset), noop (the task completes and nothing changes). An update sent with
@@ -79,6 +80,9 @@ class UpdatePeer:
     push_busy: bool = False  # HttpPushUriTargetsBusy
     push_apply_time: str = "Immediate"
     push_without_task: bool = False  # a push answers 204 and installs at once
+    manufacturer: str = "Contoso"
+    # Targets that name a component by another resource (Supermicro: the Manager is the BMC).
+    target_aliases: dict[str, str] = field(default_factory=dict)
     polls_to_finish: int = 2
     down_s: float = 1.0
     server: BaseWSGIServer | None = None
@@ -128,7 +132,7 @@ class UpdatePeer:
             f"{ROOT}/Systems": {"Members": [{"@odata.id": f"{ROOT}/Systems/1"}],
                                 "Members@odata.count": 1},
             f"{ROOT}/Systems/1": {
-                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": "Contoso",
+                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": self.manufacturer,
                 "Model": "Stand-in 1U", "SerialNumber": "STANDIN0001", "PowerState": self.power,
                 "Actions": {"#ComputerSystem.Reset": {
                     "target": f"{ROOT}/Systems/1/Actions/ComputerSystem.Reset",
@@ -224,6 +228,7 @@ class UpdatePeer:
 
     def _install(self, stream: Any, method: str, targets: list[Any], apply: Any,
                  params: dict[str, Any]) -> Response:
+        targets = [self.target_aliases.get(t, t) if isinstance(t, str) else t for t in targets]
         for t in targets:
             if not isinstance(t, str) or t.rstrip("/").rsplit("/", 1)[-1] not in self.inventory:
                 return _error(400, f"Targets names {t!r}, which is not in FirmwareInventory")

@@ -56,9 +56,13 @@ PEERS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
     "x": ({"BMC": {"Name": "BMC", "Version": "1.0"}}, {}, {"methods": frozenset()}),
     "b": ({"NIC.Slot.1": {"Name": "ConnectX-7", "Version": "28.39.1002"}}, {},
           {"methods": frozenset({"push"}), "push_busy": True}),
+    # A Supermicro: its class pushes the BMC as its Manager, keeping its configuration.
+    "s": ({"BMC": {"Name": "BMC", "Version": "1.0"}}, {},
+          {"methods": frozenset({"simple", "multipart"}), "manufacturer": "Supermicro",
+           "target_aliases": {"/redfish/v1/Managers/1": f"{FW}/BMC"}}),
 }
 PROFILE_OF = {"m": "bmcbios", "p": "nic", "f": "bmc", "t": "bios", "c": "bmc", "x": "bmc",
-              "b": "nic"}
+              "b": "nic", "s": "bmc"}
 
 
 def _profiles(images: Path) -> str:
@@ -162,6 +166,14 @@ def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
     assert not peers["b"].received
     assert not any(meth in ("PATCH", "POST") for meth, _p, _h, _b in peers["b"].seen
                    if "UpdateService" in _p)
+
+    # s: the vendor's quirks reach the wire: multipart though SimpleUpdate fetches HTTP.
+    assert res["s"]["ok"], res["s"]["error"]
+    (sent,) = peers["s"].received
+    assert sent["params"]["Targets"] == ["/redfish/v1/Managers/1"]
+    assert sent["params"]["Oem"]["Supermicro"]["BMC"]["PreserveCfg"] is True
+    assert sent["params"]["@Redfish.OperationApplyTime"] == "Immediate"
+    assert not peers["s"].fetched
 
     store = StateStore.for_site(load_site(site))
     history = [e.message for e in store.events("m") if e.kind == "firmware"]
