@@ -81,6 +81,10 @@ class UpdatePeer:
     push_apply_time: str = "Immediate"
     push_without_task: bool = False  # a push answers 204 and installs at once
     manufacturer: str = "Contoso"
+    simple_apply_times: tuple[str, ...] = ()  # SimpleUpdate's OperationApplyTimeSupport
+    # How a task waiting for the host reset shows: "Pending" (DMTF TaskState) or "dell"
+    # (TaskState Running, Oem.Dell.JobState Scheduled, as iDRAC reports a scheduled job).
+    staged_as: str = "Pending"
     # Targets that name a component by another resource (Supermicro: the Manager is the BMC).
     target_aliases: dict[str, str] = field(default_factory=dict)
     polls_to_finish: int = 2
@@ -158,6 +162,10 @@ class UpdatePeer:
             doc["Actions"]["#UpdateService.SimpleUpdate"] = {
                 "target": f"{ROOT}/UpdateService/Actions/UpdateService.SimpleUpdate",
                 "TransferProtocol@Redfish.AllowableValues": list(self.protocols)}
+            if self.simple_apply_times:
+                doc["Actions"]["#UpdateService.SimpleUpdate"][
+                    "@Redfish.OperationApplyTimeSupport"] = {
+                        "SupportedValues": list(self.simple_apply_times)}
         if "multipart" in self.methods:
             doc["MultipartHttpPushUri"] = PUSH_MULTIPART
             doc["MultipartHttpPushUri@Redfish.OperationApplyTimeSupport"] = {
@@ -300,9 +308,15 @@ class UpdatePeer:
         if task.state == "Exception":
             messages = [{"MessageId": "Update.1.0.ApplyFailed",
                          "Message": task.error or "Update failed: image signature invalid"}]
-        return _json({"@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
-                      "TaskState": task.state, "PercentComplete": 50 if task.state ==
-                      "Running" else 100, "Messages": messages})
+        doc: dict[str, Any] = {
+            "@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
+            "TaskState": task.state, "PercentComplete": 50 if task.state == "Running" else 100,
+            "Messages": messages}
+        if task.state == "Pending" and self.staged_as == "dell":
+            doc["TaskState"] = "Running"
+            doc["Oem"] = {"Dell": {"JobState": "Scheduled", "JobType": "FirmwareUpdate",
+                                   "Message": "Task successfully scheduled."}}
+        return _json(doc)
 
     def _reset(self, body: dict[str, Any]) -> Response:
         reset = str(body.get("ResetType"))

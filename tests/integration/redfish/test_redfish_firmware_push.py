@@ -60,9 +60,13 @@ PEERS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
     "s": ({"BMC": {"Name": "BMC", "Version": "1.0"}}, {},
           {"methods": frozenset({"simple", "multipart"}), "manufacturer": "Supermicro",
            "target_aliases": {"/redfish/v1/Managers/1": f"{FW}/BMC"}}),
+    # A Dell: SimpleUpdate without Targets, the BIOS OnReset as a Scheduled job.
+    "d": (BMC_BIOS, {}, {"methods": frozenset({"simple", "multipart"}),
+                         "manufacturer": "Dell Inc.", "staged_as": "dell",
+                         "simple_apply_times": ("Immediate", "OnReset")}),
 }
 PROFILE_OF = {"m": "bmcbios", "p": "nic", "f": "bmc", "t": "bios", "c": "bmc", "x": "bmc",
-              "b": "nic", "s": "bmc"}
+              "b": "nic", "s": "bmc", "d": "bmcbios"}
 
 
 def _profiles(images: Path) -> str:
@@ -174,6 +178,17 @@ def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
     assert sent["params"]["Oem"]["Supermicro"]["BMC"]["PreserveCfg"] is True
     assert sent["params"]["@Redfish.OperationApplyTime"] == "Immediate"
     assert not peers["s"].fetched
+
+    # d: iDRAC-like: fetched by SimpleUpdate without Targets; the BIOS job stays Scheduled
+    # (TaskState Running) until the one host reset, then completes.
+    assert res["d"]["ok"], res["d"]["error"]
+    d = peers["d"]
+    assert {k: v["Version"] for k, v in d.inventory.items()} == {"BMC": "2.0", "BIOS": "2.0"}
+    bodies = [json.loads(b) for meth, path, _h, b in d.seen
+              if meth == "POST" and path.endswith("SimpleUpdate")]
+    assert [("Targets" in b, b.get("@Redfish.OperationApplyTime")) for b in bodies] == [
+        (False, "Immediate"), (False, "OnReset")]
+    assert d.resets == ["ForceRestart"] and not d.received
 
     store = StateStore.for_site(load_site(site))
     history = [e.message for e in store.events("m") if e.kind == "firmware"]
