@@ -85,6 +85,10 @@ class UpdatePeer:
     # How a task waiting for the host reset shows: "Pending" (DMTF TaskState) or "dell"
     # (TaskState Running, Oem.Dell.JobState Scheduled, as iDRAC reports a scheduled job).
     staged_as: str = "Pending"
+    # iLO-like: SimpleUpdate answers 200 without a task; the flash shows in the
+    # UpdateService's Oem.Hpe.State (Writing, then Idle, or Error).
+    hpe_progress: bool = False
+    hpe_flash: dict[str, Any] = field(default_factory=dict)
     # Targets that name a component by another resource (Supermicro: the Manager is the BMC).
     target_aliases: dict[str, str] = field(default_factory=dict)
     polls_to_finish: int = 2
@@ -176,7 +180,23 @@ class UpdatePeer:
                         "HttpPushUriOptions": {"HttpPushUriApplyTime": {
                             "ApplyTime": self.push_apply_time,
                             "ApplyTime@Redfish.AllowableValues": list(self.apply_times)}}})
+        if self.hpe_progress:
+            doc["Oem"] = {"Hpe": self._hpe_state()}
         return doc
+
+    def _hpe_state(self) -> dict[str, Any]:
+        flash = self.hpe_flash
+        if not flash:
+            return {"State": "Idle"}
+        flash["polls"] += 1
+        if flash["polls"] < self.polls_to_finish:
+            return {"State": "Writing", "FlashProgressPercent": 40}
+        self.hpe_flash = {}
+        if flash["error"] or self.modes.get(flash["target"]) == "fail":
+            return {"State": "Error", "Result": {"MessageId": "iLO.2.14.UpdateFailed"}}
+        if self.modes.get(flash["target"], "ok") == "ok":
+            self.inventory[flash["target"]]["Version"] = flash["version"]
+        return {"State": "Complete", "FlashProgressPercent": 100}
 
     # -- behaviour -------------------------------------------------------------------------
 
@@ -198,6 +218,11 @@ class UpdatePeer:
                 version = found.group(2).decode()
         except requests.RequestException as exc:
             error = f"image download failed: {type(exc).__name__}"
+        if self.hpe_progress:
+            self.hpe_flash = {"target": target, "version": version, "error": error,
+                              "polls": 0}
+            return _json({"error": {"code": "iLO.0.10.ExtendedInfo", "@Message.ExtendedInfo": [
+                {"MessageId": "Base.1.4.Success"}]}})
         return self._task(Task(id=len(self.tasks) + 1, target=target, version=version,
                                 error=error, on_reset=body.get("@Redfish.OperationApplyTime")
                                 == "OnReset"))

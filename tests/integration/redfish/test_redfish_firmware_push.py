@@ -6,8 +6,9 @@ One rack, one run: a multipart-only BMC (BMC now, BIOS staged OnReset), a legacy
 BMC (HttpPushUriTargets claimed, set and released), a BMC whose SimpleUpdate fetches only over
 FTP (so the image is pushed) and answers the push with no task, a multipart BMC whose task
 fails, one that receives a different image than the one checked (its task refuses it), a
-legacy BMC whose push targets another client holds, and a BMC with no way to take an image
-at all, which fails alone with what it lacks.
+legacy BMC whose push targets another client holds, a BMC with no way to take an image at
+all, which fails alone with what it lacks, and stand-ins that say they are a Supermicro, a
+Dell and HPE iLOs, so that each vendor's quirks are checked on the wire.
 """
 
 from __future__ import annotations
@@ -64,9 +65,15 @@ PEERS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
     "d": (BMC_BIOS, {}, {"methods": frozenset({"simple", "multipart"}),
                          "manufacturer": "Dell Inc.", "staged_as": "dell",
                          "simple_apply_times": ("Immediate", "OnReset")}),
+    # HPE iLOs: SimpleUpdate without a task, progress in Oem.Hpe.State; one ends in Error.
+    "h": ({"BMC": {"Name": "iLO 5", "Version": "1.0"}}, {},
+          {"methods": frozenset({"simple", "push"}), "manufacturer": "HPE",
+           "hpe_progress": True, "polls_to_finish": 3}),
+    "e": ({"BMC": {"Name": "iLO 5", "Version": "1.0"}}, {"BMC": "fail"},
+          {"methods": frozenset({"simple"}), "manufacturer": "HPE", "hpe_progress": True}),
 }
 PROFILE_OF = {"m": "bmcbios", "p": "nic", "f": "bmc", "t": "bios", "c": "bmc", "x": "bmc",
-              "b": "nic", "s": "bmc", "d": "bmcbios"}
+              "b": "nic", "s": "bmc", "d": "bmcbios", "h": "bmc", "e": "bmc"}
 
 
 def _profiles(images: Path) -> str:
@@ -189,6 +196,14 @@ def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
     assert [("Targets" in b, b.get("@Redfish.OperationApplyTime")) for b in bodies] == [
         (False, "Immediate"), (False, "OnReset")]
     assert d.resets == ["ForceRestart"] and not d.received
+
+    # h: iLO-like: no task; Oem.Hpe.State was watched until the flash ended; never pushed to
+    # its (non-DMTF) HttpPushUri. e: the flash ended in Error, which fails that host.
+    assert res["h"]["ok"], res["h"]["error"]
+    assert peers["h"].inventory["BMC"]["Version"] == "2.0" and not peers["h"].received
+    assert not any("Targets" in json.loads(b) for meth, path, _h, b in peers["h"].seen
+                   if meth == "POST" and path.endswith("SimpleUpdate"))
+    assert res["e"]["reason"] == "job failed" and "UpdateFailed" in res["e"]["error"]
 
     store = StateStore.for_site(load_site(site))
     history = [e.message for e in store.events("m") if e.kind == "firmware"]
