@@ -167,3 +167,33 @@ def test_a_large_image_is_never_held_in_memory(tmp_path):
         server.server_close()
     assert reply.status == 204
     assert peak < 16 * 1024 * 1024, f"{peak} bytes held for a 64 MiB image"
+
+
+def test_an_expired_session_is_renewed_once_and_the_image_sent_again(tmp_path):
+    image = _image(tmp_path, 5000)
+    tokens = iter(["t1", "t2"])
+    valid: set[str] = set()
+
+    def bmc(request: Request) -> Response:
+        if request.path == "/redfish/v1/SessionService/Sessions":
+            token = next(tokens)
+            valid.add(token)
+            return Response("{}", status=201, headers={
+                "X-Auth-Token": token, "Location": f"/redfish/v1/SessionService/Sessions/{token}"},
+                mimetype="application/json")
+        if request.path.rstrip("/") == "/redfish/v1":
+            return Response(json.dumps({"SessionService": {}, "Links": {"Sessions": {
+                "@odata.id": "/redfish/v1/SessionService/Sessions"}}}), mimetype="application/json")
+        if request.headers.get("X-Auth-Token") not in valid:
+            return Response("{}", status=401, mimetype="application/json")
+        return Response(status=204)
+
+    with _server(bmc) as (url, seen):
+        client = RedfishClient(url, "admin", Secret(PASSWORD),
+                               ClientOptions(timeout_s=2, retries=0))
+        client.login()
+        valid.discard("t1")  # the BMC forgot the session (it rebooted, or timed it out)
+        reply = client.upload("/push", UploadBody(image), timeout_s=5)
+    assert reply.status == 204
+    pushes = [(h.get("X-Auth-Token"), len(data)) for m, p, h, data in seen if p == "/push"]
+    assert pushes == [("t1", 5000), ("t2", 5000)]  # the whole image again, new session
