@@ -188,7 +188,12 @@ def _plan_table(plans: dict[str, HostPlan]) -> Table:
         table.add_column(col, ratio=ratio, overflow="fold")
     for name, plan in plans.items():
         for step in plan.steps:
-            table.add_row(Text(name), Text(step.label), Text(step.component.version),
+            way = plan.ways.get(step.label, "")
+            label = Text(step.label)
+            if way:
+                label.append(f"\nvia {way.split(', Targets')[0]}",
+                             style="red" if way.startswith("no way") else "dim")
+            table.add_row(Text(name), label, Text(step.component.version),
                           Text(" | ".join(step.requirement.allowed)),
                           Text(step.order.name.lower()))
         for blocked in plan.blocked:
@@ -226,7 +231,8 @@ def firmware_update(
                                                   st.component.version, "want":
                                                   st.requirement.allowed, "order":
                                                   st.order.name.lower(), "image":
-                                                  st.image.url} for st in p.steps],
+                                                  st.image.url, "via":
+                                                  p.ways.get(st.label)} for st in p.steps],
                                        "blocked": p.blocked} for n, p in plans.items()},
                         "unread": [{"host": r.host, "reason": r.reason, "error": r.error}
                                    for r in unread]})

@@ -56,6 +56,7 @@ from provisioner.redfish.transport import (
     parse_json,
     remaining_s,
 )
+from provisioner.redfish.upload import UploadBody
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
@@ -441,9 +442,43 @@ class RedfishClient:
             )
         except Exception as exc:
             raise self._transport_error(exc, path) from None
-        status = int(resp.status)
         hdrs = dict(resp._http_response.headers) if resp._http_response is not None else {}
-        data = parse_json(resp.read or b"", bmc=self.name, path=path)
+        return self._answer(method, path, int(resp.status), hdrs, resp.read or b"")
+
+    def upload(self, path: str, body: UploadBody, *, timeout_s: float) -> Reply:
+        """POST a file to the BMC (a push firmware update), streamed from disk, through the
+        same transport (same-host only, bounded answer, host deadline) and credentials; never
+        retried or redirected (the BMC may have taken the image), except once with a fresh
+        session when the session expired."""
+        for attempt in (1, 2):
+            headers = self._lib._get_req_headers({"Content-Type": body.content_type})
+            with self._lock:
+                self.requests_made += 1
+            try:
+                resp = self._lib._session.request(
+                    "POST", self.base_url + path, data=body.reopen(), headers=headers,
+                    timeout=max(self.options.timeout_s, timeout_s), allow_redirects=False,
+                    verify=self._lib.cafile or False)
+            except Exception as exc:
+                raise self._transport_error(exc, path) from None
+            finally:
+                body.close()
+            try:
+                return self._answer("POST", path, resp.status_code, dict(resp.headers),
+                                    resp.content)
+            except BMCAuthError:
+                if attempt == 2 or self.auth_method != "session":
+                    raise
+                self._lib.set_session_key(None)
+                self._session_location = None
+                if not self._try_session():
+                    self._use_basic()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answer(self, method: str, path: str, status: int, hdrs: dict[str, str],
+                raw: bytes) -> Reply:
+        """A Reply for a 2xx answer; the typed error for any other."""
+        data = parse_json(raw, bmc=self.name, path=path)
         if 200 <= status < 300:
             if data is None:
                 raise BMCBadResponse("answered with a body that is not JSON", bmc=self.name,

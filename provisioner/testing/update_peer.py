@@ -1,19 +1,27 @@
 """A stand-in BMC UpdateService, written by the project from the DMTF Redfish schema
-(UpdateService.SimpleUpdate, Task, SoftwareInventory, ComputerSystem.Reset).
+(UpdateService SimpleUpdate, MultipartHttpPushUri, HttpPushUri/HttpPushUriTargets, Task,
+SoftwareInventory, ComputerSystem.Reset, OperationApplyTime).
 
 No emulator implements UpdateService, so this peer does what a BMC does, over real HTTP on
-loopback: it fetches the ImageURI it is given (from the updater's image server), reads which
-component and version the image carries, runs a task that the client polls, and changes the
-inventory as the mode says. Images are text: ``STANDIN-FW component=<Id> version=<v>``.
+loopback: it fetches the ImageURI it is given (from the updater's image server), or takes
+the image pushed to it (multipart/form-data parsed with its UpdateParameters JSON, or a raw
+octet stream after HttpPushUriTargets were set), reads which component and version the image
+carries, runs a task that the client polls, and changes the inventory as the mode says. A
+pushed image whose sha256 is not the one the test expects is refused by its task. Images are
+text: ``STANDIN-FW component=<Id> version=<v>``.
 
+Ways offered (``methods``): simple, multipart, push; none at all is a BMC without any. The
+System's Manufacturer can be set so that the updater treats the peer as that vendor's BMC.
 Modes per component: ok, fail (task ends in Exception with a message), reboot (the BMC goes
 away for a moment mid-task and forgets the task), staged (the version shows only after a host
-reset), noop (the task completes and nothing changes).
+reset), noop (the task completes and nothing changes). An update sent with
+``@Redfish.OperationApplyTime: OnReset`` waits in TaskState Pending until the host reset.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
@@ -32,16 +40,19 @@ from provisioner.testing.redfish_peers import free_port
 ROOT = "/redfish/v1"
 FW = f"{ROOT}/UpdateService/FirmwareInventory"
 IMAGE_RE = re.compile(rb"STANDIN-FW component=(\S+) version=(\S+)")
+PUSH_MULTIPART = f"{ROOT}/UpdateService/upload"
+PUSH_RAW = f"{ROOT}/UpdateService/push"
 
 
 @dataclass
 class Task:
-    """One SimpleUpdate task."""
+    """One update task."""
 
     id: int
     target: str
     version: str | None
     error: str | None
+    on_reset: bool = False
     polls: int = 0
     state: str = "Running"
 
@@ -60,6 +71,26 @@ class UpdatePeer:
     staged: dict[str, str] = field(default_factory=dict)
     fetched: list[str] = field(default_factory=list)  # image URIs the BMC fetched
     seen: list[tuple[str, str, dict[str, str], str]] = field(default_factory=list)
+    methods: frozenset[str] = frozenset({"simple"})
+    protocols: tuple[str, ...] = ("HTTP", "HTTPS")  # SimpleUpdate's TransferProtocol
+    apply_times: tuple[str, ...] = ("Immediate", "OnReset")  # for pushes
+    expect_sha256: dict[str, str] = field(default_factory=dict)  # component: pushed image
+    received: list[dict[str, Any]] = field(default_factory=list)  # pushed images
+    push_targets: list[str] = field(default_factory=list)  # HttpPushUriTargets
+    push_busy: bool = False  # HttpPushUriTargetsBusy
+    push_apply_time: str = "Immediate"
+    push_without_task: bool = False  # a push answers 204 and installs at once
+    manufacturer: str = "Contoso"
+    simple_apply_times: tuple[str, ...] = ()  # SimpleUpdate's OperationApplyTimeSupport
+    # How a task waiting for the host reset shows: "Pending" (DMTF TaskState) or "dell"
+    # (TaskState Running, Oem.Dell.JobState Scheduled, as iDRAC reports a scheduled job).
+    staged_as: str = "Pending"
+    # iLO-like: SimpleUpdate answers 200 without a task; the flash shows in the
+    # UpdateService's Oem.Hpe.State (Writing, then Idle, or Error).
+    hpe_progress: bool = False
+    hpe_flash: dict[str, Any] = field(default_factory=dict)
+    # Targets that name a component by another resource (Supermicro: the Manager is the BMC).
+    target_aliases: dict[str, str] = field(default_factory=dict)
     polls_to_finish: int = 2
     down_s: float = 1.0
     server: BaseWSGIServer | None = None
@@ -70,6 +101,7 @@ class UpdatePeer:
 
     def __call__(self, environ, start_response):  # type: ignore[no-untyped-def]
         request = Request(environ)
+        request.max_form_memory_size = 1 << 20  # the JSON part; the image goes to a file
         body = request.get_data(as_text=True)
         self.seen.append((request.method, request.path, dict(request.headers), body))
         return self._handle(request, body)(environ, start_response)
@@ -82,8 +114,15 @@ class UpdatePeer:
         with self.lock:
             if request.method == "GET":
                 return self._get(path)
-            if request.method == "POST" and path.endswith("UpdateService.SimpleUpdate"):
+            if (request.method == "POST" and path.endswith("UpdateService.SimpleUpdate")
+                    and "simple" in self.methods):
                 return self._simple_update(json.loads(body or "{}"))
+            if request.method == "POST" and path == PUSH_MULTIPART and "multipart" in self.methods:
+                return self._multipart(request)
+            if request.method == "POST" and path == PUSH_RAW and "push" in self.methods:
+                return self._raw_push(request)
+            if request.method == "PATCH" and path == f"{ROOT}/UpdateService":
+                return self._patch_service(json.loads(body or "{}"))
             if request.method == "POST" and path.endswith("ComputerSystem.Reset"):
                 return self._reset(json.loads(body or "{}"))
         return _json({"error": {"message": f"{request.method} {path} not allowed"}}, 405)
@@ -101,18 +140,13 @@ class UpdatePeer:
             f"{ROOT}/Systems": {"Members": [{"@odata.id": f"{ROOT}/Systems/1"}],
                                 "Members@odata.count": 1},
             f"{ROOT}/Systems/1": {
-                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": "Contoso",
+                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": self.manufacturer,
                 "Model": "Stand-in 1U", "SerialNumber": "STANDIN0001", "PowerState": self.power,
                 "Actions": {"#ComputerSystem.Reset": {
                     "target": f"{ROOT}/Systems/1/Actions/ComputerSystem.Reset",
                     "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "ForceRestart",
                                                           "GracefulShutdown"]}}},
-            f"{ROOT}/UpdateService": {
-                "@odata.id": f"{ROOT}/UpdateService", "ServiceEnabled": True,
-                "FirmwareInventory": {"@odata.id": FW},
-                "Actions": {"#UpdateService.SimpleUpdate": {
-                    "target": f"{ROOT}/UpdateService/Actions/UpdateService.SimpleUpdate",
-                    "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"]}}},
+            f"{ROOT}/UpdateService": self._service(),
             FW: {"Members": [{"@odata.id": f"{FW}/{i}"} for i in self.inventory],
                  "Members@odata.count": len(self.inventory)},
         }
@@ -124,6 +158,45 @@ class UpdatePeer:
         if path in docs:
             return _json(docs[path])
         return _json({"error": {"message": f"{path} not found"}}, 404)
+
+    def _service(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"@odata.id": f"{ROOT}/UpdateService", "ServiceEnabled": True,
+                               "FirmwareInventory": {"@odata.id": FW}, "Actions": {}}
+        if "simple" in self.methods:
+            doc["Actions"]["#UpdateService.SimpleUpdate"] = {
+                "target": f"{ROOT}/UpdateService/Actions/UpdateService.SimpleUpdate",
+                "TransferProtocol@Redfish.AllowableValues": list(self.protocols)}
+            if self.simple_apply_times:
+                doc["Actions"]["#UpdateService.SimpleUpdate"][
+                    "@Redfish.OperationApplyTimeSupport"] = {
+                        "SupportedValues": list(self.simple_apply_times)}
+        if "multipart" in self.methods:
+            doc["MultipartHttpPushUri"] = PUSH_MULTIPART
+            doc["MultipartHttpPushUri@Redfish.OperationApplyTimeSupport"] = {
+                "SupportedValues": list(self.apply_times)}
+        if "push" in self.methods:
+            doc.update({"HttpPushUri": PUSH_RAW, "HttpPushUriTargets": self.push_targets,
+                        "HttpPushUriTargetsBusy": self.push_busy,
+                        "HttpPushUriOptions": {"HttpPushUriApplyTime": {
+                            "ApplyTime": self.push_apply_time,
+                            "ApplyTime@Redfish.AllowableValues": list(self.apply_times)}}})
+        if self.hpe_progress:
+            doc["Oem"] = {"Hpe": self._hpe_state()}
+        return doc
+
+    def _hpe_state(self) -> dict[str, Any]:
+        flash = self.hpe_flash
+        if not flash:
+            return {"State": "Idle"}
+        flash["polls"] += 1
+        if flash["polls"] < self.polls_to_finish:
+            return {"State": "Writing", "FlashProgressPercent": 40}
+        self.hpe_flash = {}
+        if flash["error"] or self.modes.get(flash["target"]) == "fail":
+            return {"State": "Error", "Result": {"MessageId": "iLO.2.14.UpdateFailed"}}
+        if self.modes.get(flash["target"], "ok") == "ok":
+            self.inventory[flash["target"]]["Version"] = flash["version"]
+        return {"State": "Complete", "FlashProgressPercent": 100}
 
     # -- behaviour -------------------------------------------------------------------------
 
@@ -145,11 +218,96 @@ class UpdatePeer:
                 version = found.group(2).decode()
         except requests.RequestException as exc:
             error = f"image download failed: {type(exc).__name__}"
-        task = Task(id=len(self.tasks) + 1, target=target, version=version, error=error)
+        if self.hpe_progress:
+            self.hpe_flash = {"target": target, "version": version, "error": error,
+                              "polls": 0}
+            return _json({"error": {"code": "iLO.0.10.ExtendedInfo", "@Message.ExtendedInfo": [
+                {"MessageId": "Base.1.4.Success"}]}})
+        return self._task(Task(id=len(self.tasks) + 1, target=target, version=version,
+                                error=error, on_reset=body.get("@Redfish.OperationApplyTime")
+                                == "OnReset"))
+
+    def _task(self, task: Task) -> Response:
         self.tasks[task.id] = task
         location = f"{ROOT}/TaskService/Tasks/{task.id}"
         return _json({"@odata.id": location, "Id": str(task.id), "TaskState": "Running"},
                      202, {"Location": location})
+
+    def _multipart(self, request: Request) -> Response:
+        if request.mimetype != "multipart/form-data":
+            return _error(415, f"expected multipart/form-data, got {request.mimetype}")
+        upload = request.files.get("UpdateFile")
+        raw = request.form.get("UpdateParameters")
+        if upload is None or raw is None:
+            return _error(400, "UpdateParameters and UpdateFile parts are required")
+        try:
+            params = json.loads(raw)
+        except ValueError:
+            return _error(400, "UpdateParameters is not JSON")
+        if not isinstance(params, dict) or not isinstance(params.get("Targets", []), list):
+            return _error(400, "UpdateParameters.Targets must be an array")
+        apply = params.get("@Redfish.OperationApplyTime")
+        if apply is not None and apply not in self.apply_times:
+            return _error(400, f"@Redfish.OperationApplyTime {apply} is not supported")
+        return self._install(upload.stream, "multipart", params.get("Targets", []), apply,
+                             params)
+
+    def _raw_push(self, request: Request) -> Response:
+        if request.mimetype != "application/octet-stream":
+            return _error(415, f"expected application/octet-stream, got {request.mimetype}")
+        # the body was read (and kept) for the request log
+        return self._install(_Bytes(request.get_data()), "push", list(self.push_targets),
+                             self.push_apply_time, {})
+
+    def _install(self, stream: Any, method: str, targets: list[Any], apply: Any,
+                 params: dict[str, Any]) -> Response:
+        targets = [self.target_aliases.get(t, t) if isinstance(t, str) else t for t in targets]
+        for t in targets:
+            if not isinstance(t, str) or t.rstrip("/").rsplit("/", 1)[-1] not in self.inventory:
+                return _error(400, f"Targets names {t!r}, which is not in FirmwareInventory")
+        digest, head, size = hashlib.sha256(), b"", 0
+        while chunk := stream.read(65536):
+            digest.update(chunk)
+            head = head or chunk[:256]
+            size += len(chunk)
+        found = IMAGE_RE.search(head)
+        target = str(targets[0]).rstrip("/").rsplit("/", 1)[-1] if targets else ""
+        self.received.append({"method": method, "targets": list(targets), "apply": apply,
+                              "sha256": digest.hexdigest(), "size": size, "params": params})
+        error, version = None, None
+        if not found:
+            error = "image is not a firmware image for this system"
+        elif target and found.group(1).decode() != target:
+            error = f"image is for {found.group(1).decode()}, not {target}"
+        else:
+            target = target or found.group(1).decode()
+            version = found.group(2).decode()
+            want = self.expect_sha256.get(target)
+            if want and want != digest.hexdigest():
+                error, version = f"image checksum {digest.hexdigest()} is not {want}", None
+        if self.push_without_task and not error:
+            if self.modes.get(target, "ok") == "ok" and version:
+                self.inventory[target]["Version"] = version
+            return Response(status=204)
+        return self._task(Task(id=len(self.tasks) + 1, target=target, version=version,
+                               error=error, on_reset=apply == "OnReset"))
+
+    def _patch_service(self, body: dict[str, Any]) -> Response:
+        if "push" not in self.methods:
+            return _error(405, "UpdateService is read-only")
+        if body.get("HttpPushUriTargetsBusy") is True and self.push_busy:
+            return _error(409, "HttpPushUriTargetsBusy: another client holds the targets")
+        if "HttpPushUriTargets" in body:
+            self.push_targets = list(body["HttpPushUriTargets"])
+        if "HttpPushUriTargetsBusy" in body:
+            self.push_busy = bool(body["HttpPushUriTargetsBusy"])
+        apply = ((body.get("HttpPushUriOptions") or {}).get("HttpPushUriApplyTime") or {}
+                 ).get("ApplyTime")
+        if apply is not None:
+            if apply not in self.apply_times:
+                return _error(400, f"ApplyTime {apply} is not supported")
+            self.push_apply_time = apply
+        return Response(status=204)
 
     def _poll(self, task_id: int) -> Response:
         task = self.tasks.get(task_id)
@@ -159,6 +317,8 @@ class UpdatePeer:
         mode = self.modes.get(task.target, "ok")
         if task.error:
             task.state = "Exception"
+        elif task.polls >= self.polls_to_finish and task.state == "Running" and task.on_reset:
+            task.state = "Pending"  # the image is staged; it runs at the host reset
         elif task.polls >= self.polls_to_finish and task.state == "Running":
             task.state = "Exception" if mode == "fail" else "Completed"
             if mode in ("ok", "reboot") and task.version:
@@ -173,9 +333,15 @@ class UpdatePeer:
         if task.state == "Exception":
             messages = [{"MessageId": "Update.1.0.ApplyFailed",
                          "Message": task.error or "Update failed: image signature invalid"}]
-        return _json({"@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
-                      "TaskState": task.state, "PercentComplete": 50 if task.state ==
-                      "Running" else 100, "Messages": messages})
+        doc: dict[str, Any] = {
+            "@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
+            "TaskState": task.state, "PercentComplete": 50 if task.state == "Running" else 100,
+            "Messages": messages}
+        if task.state == "Pending" and self.staged_as == "dell":
+            doc["TaskState"] = "Running"
+            doc["Oem"] = {"Dell": {"JobState": "Scheduled", "JobType": "FirmwareUpdate",
+                                   "Message": "Task successfully scheduled."}}
+        return _json(doc)
 
     def _reset(self, body: dict[str, Any]) -> Response:
         reset = str(body.get("ResetType"))
@@ -185,6 +351,12 @@ class UpdatePeer:
             for target, version in self.staged.items():
                 self.inventory[target]["Version"] = version
             self.staged.clear()
+            for task in self.tasks.values():
+                if task.state == "Pending":
+                    failed = self.modes.get(task.target, "ok") == "fail"
+                    task.state = "Exception" if failed else "Completed"
+                    if not failed and task.version and self.modes.get(task.target) != "noop":
+                        self.inventory[task.target]["Version"] = task.version
         elif reset in ("ForceOff", "GracefulShutdown"):
             self.power = "Off"
         return Response(status=204)
@@ -207,6 +379,22 @@ class UpdatePeer:
         return f"http://127.0.0.1:{self.port}"
 
 
+class _Bytes:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def read(self, size: int) -> bytes:
+        chunk = self.data[self.at:self.at + size]
+        self.at += len(chunk)
+        return chunk
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": {"code": "Base.1.0.GeneralError", "message": message,
+                            "@Message.ExtendedInfo": [{"MessageId": "Base.1.0.GeneralError",
+                                                       "Message": message}]}}, status)
+
+
 def _json(doc: dict[str, Any], status: int = 200,
           headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(doc), status=status, mimetype="application/json",
@@ -215,10 +403,11 @@ def _json(doc: dict[str, Any], status: int = 200,
 
 @contextmanager
 def update_peer(user: str, password: str, inventory: dict[str, dict[str, Any]],
-                modes: dict[str, str] | None = None) -> Iterator[UpdatePeer]:
-    """Run a stand-in UpdateService BMC on loopback for the duration."""
+                modes: dict[str, str] | None = None, **options: Any) -> Iterator[UpdatePeer]:
+    """Run a stand-in UpdateService BMC on loopback for the duration; ``options`` set the
+    peer's fields (methods, protocols, apply_times, expect_sha256, push_without_task...)."""
     peer = UpdatePeer(user, password, {k: dict(v) for k, v in inventory.items()},
-                      modes=dict(modes or {}), port=free_port("127.0.0.1"))
+                      modes=dict(modes or {}), port=free_port("127.0.0.1"), **options)
     peer._start()
     try:
         yield peer

@@ -12,18 +12,22 @@ from enum import IntEnum
 
 from provisioner.bmc.base import PowerAction, PowerState
 from provisioner.bmc.firmware_inventory import FirmwareComponent, read_components
+from provisioner.bmc.firmware_methods import NoUpdateMethod, choose
 from provisioner.bmc.firmware_update import (
     BMC_AWAY,
-    simple_update,
+    plan_request,
+    quirks_of,
+    send_update,
     update_service,
     wait_task,
+    wait_untasked,
     wait_until_back,
 )
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import InputError, ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import FirmwareImage, FirmwareRequirement
-from provisioner.redfish.errors import BMCVerifyFailed
+from provisioner.redfish.errors import BMCVerifyFailed, RedfishError
 from provisioner.state import StateStore
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
@@ -89,6 +93,7 @@ class HostPlan:
     host: str
     steps: list[Step] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # drifting components without an image
+    ways: dict[str, str] = field(default_factory=dict)  # step label: how its image would go
 
 
 def plan_host(host: Host, have: Sequence[FirmwareComponent]) -> HostPlan:
@@ -133,12 +138,34 @@ def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = N
     returned as failed results."""
     plans: dict[str, HostPlan] = {}
 
+    server = site.settings.firmware_server
+    image_url = f"{server.url if server else 'http://'}/firmware/image.bin"
+
     def op(bmc: RedfishBMC, host: Host) -> str:
-        plans[host.name] = plan_host(host, read_components(bmc))
-        return f"{len(plans[host.name].steps)} steps"
+        plan = plans[host.name] = plan_host(host, read_components(bmc))
+        if plan.steps:
+            _plan_ways(bmc, plan, image_url)
+        return f"{len(plan.steps)} steps"
 
     results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
     return plans, [r for r in results if not r.ok]
+
+
+def _plan_ways(bmc: RedfishBMC, plan: HostPlan, image_url: str) -> None:
+    """How each step's image would reach the BMC (read-only: the UpdateService is read)."""
+    try:
+        service = update_service(bmc)
+    except RedfishError as exc:
+        plan.ways = {s.label: f"unknown ({exc.reason})" for s in plan.steps}
+        return
+    for step in plan.steps:
+        try:
+            req = choose(service, image_url=image_url, target=step.component.path or None,
+                         at_reset=step.order in (Order.BIOS, Order.NIC),
+                         kind=step.order.name.lower(), quirks=quirks_of(bmc))
+            plan.ways[step.label] = req.describe()
+        except NoUpdateMethod as exc:
+            plan.ways[step.label] = f"no way: {exc}"
 
 
 def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: ImageCache, *,
@@ -165,7 +192,7 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
     todo = [h for h in eligible if h.name in plans]
     with serve_images(site.settings.firmware_server, cache) as server:
         def op(bmc: RedfishBMC, host: Host) -> str:
-            return _update_host(bmc, plans[host.name], images, server, store, opts)
+            return _update_host(bmc, plans[host.name], images, server, cache, store, opts)
 
         results += run_per_host(site, todo, op, max_parallel=max_parallel, opener=opener)
     for res in results:
@@ -185,7 +212,8 @@ def _verify(cache: ImageCache, image: FirmwareImage) -> Exception | None:
 
 
 def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | None],
-                 server: ImageServer, store: StateStore, opts: UpdateOptions) -> str:
+                 server: ImageServer, cache: ImageCache, store: StateStore,
+                 opts: UpdateOptions) -> str:
     if plan.blocked and not plan.steps:
         raise InputError("; ".join(plan.blocked),
                          hint="add `image: {url, sha256}` to those baseline entries")
@@ -197,11 +225,23 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
         return "nothing to update"
     service = update_service(bmc)
     needs_reset = False
+    staged: list[str] = []  # tasks of OnReset updates: they end after the host reset
     for step in plan.steps:
-        task = simple_update(bmc, service, server.url_of(step.image), [step.component.path]
-                             if step.component.path else [])
-        if task:
-            wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+        at_reset = step.order in (Order.BIOS, Order.NIC)
+        image_url, image = server.url_of(step.image), cache.path_of(step.image)
+        req = plan_request(bmc, service, image_url=image_url, image_size=image.stat().st_size,
+                           target=step.component.path or None, at_reset=at_reset,
+                           kind=step.order.name.lower())
+        task = send_update(bmc, service, req, image_url=image_url, image=image,
+                           timeout_s=opts.task_timeout_s)
+        store.record_event(plan.host, "firmware", f"{step.label}: sent by {req.describe()}")
+        if task is None:
+            wait_untasked(bmc, service, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+        elif wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
+                       until_staged=req.apply_time == "OnReset") == "staged":
+            staged.append(task)
+            needs_reset = True
+            continue
         if step.order is Order.BMC:
             wait_until_back(bmc, timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
         # BIOS and NIC images usually run only after a host reset: look once; the BMC and
@@ -217,6 +257,8 @@ def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | 
             raise _not_applied(bmc, step, now)
     if needs_reset:
         _reset_host(bmc, opts)
+        for task in staged:
+            wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
         for step in plan.steps:
             now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
             if not _all_allowed(step, now):

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget, PowerAction, PowerState
+from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
 from provisioner.redfish.errors import (
@@ -50,6 +51,13 @@ class DellBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "dell"
+    # A DUP names the component it updates: iDRAC takes no Targets for it. A BIOS or NIC
+    # update sent OnReset becomes a job in state Scheduled, run at the next host reset.
+    # Its multipart push takes Immediate and OnReset without listing them, and wants an
+    # (empty) Oem object in UpdateParameters.
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        targets_in_image=True, staged_job_states=frozenset({"Scheduled"}),
+        multipart_apply_times=("Immediate", "OnReset"), multipart_params={"*": {"Oem": {}}})
     job_timeout_s: float = 900.0
 
     def prepare_boot(self, target: BootTarget) -> None:

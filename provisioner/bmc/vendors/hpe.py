@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget, NicPort
+from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
 from provisioner.bmc.vendors.hpe_adapters import adapter_locations, port_link
@@ -29,6 +30,16 @@ class HpeBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "hpe"
+    # iLO 5 flashes what the package holds (no Targets in its SimpleUpdate), and its
+    # HttpPushUri (/cgi-bin/uploadFile) is a web-form upload with a session key, not the
+    # DMTF push: firmware goes by SimpleUpdate from our server.
+    # Its SimpleUpdate answers without a task: the flash shows in the UpdateService's
+    # Oem.Hpe.State, which is waited on before anything else (a host reset mid-flash).
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        targets_in_image=True, standard_http_push=False, progress_oem="Hpe",
+        progress_busy=frozenset({"Uploading", "Verifying", "Writing", "Updating",
+                                 "Activating", "Flashing"}),
+        progress_failed=frozenset({"Error"}))
 
     def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
         """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.redfish_bmc import RedfishBMC
 
 
@@ -14,3 +15,8 @@ class LenovoBMC(RedfishBMC):
     so the vendor shows in facts and quirks have one place to go."""
 
     vendor: ClassVar[str] = "lenovo"
+    # XCC's SimpleUpdate lists only the backup XCC bank as a Target; every other package
+    # (UXSP) names its component, so Targets are sent only for that listed one.
+    # Its multipart push (/mfwupdate) takes Immediate without listing it.
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        targets_in_image=True, multipart_apply_times=("Immediate",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from provisioner.bmc.base import BootTarget
+from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.redfish_bmc import RedfishBMC
 
 
@@ -16,6 +17,21 @@ class SupermicroBMC(RedfishBMC):
     """
 
     vendor: ClassVar[str] = "supermicro"
+    # Firmware is pushed (multipart) rather than fetched: only the push carries the options
+    # that keep the BMC's configuration (network, users, SDR, TLS certificate) and the BIOS's
+    # NVRAM/ME/SMBIOS across the flash. The BMC and BIOS are named by their Manager and
+    # Bios resources there, other components by their FirmwareInventory member; Immediate is
+    # taken without being listed.
+    firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
+        prefer_push=True, multipart_apply_times=("Immediate",),
+        multipart_targets={"bmc": "/redfish/v1/Managers/1", "bios": "/redfish/v1/Systems/1/Bios"},
+        multipart_params={
+            "bmc": {"Oem": {"Supermicro": {"BMC": {
+                "PreserveCfg": True, "PreserveSdr": True, "PreserveSsl": True,
+                "BackupBMC": True}}}},
+            "bios": {"Oem": {"Supermicro": {"BIOS": {
+                "PreserveME": True, "PreserveNVRAM": True, "PreserveSMBIOS": True,
+                "BackupBIOS": False}}}}})
 
     def override_enabled(self, persistent: bool) -> str:
         if not persistent:
