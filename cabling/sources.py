@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cabling.csvio import import_csv, is_ndt_csv
-from cabling.discovery.iblinkinfo import load_iblinkinfo
-from cabling.discovery.ibnetdiscover import load_ibnetdiscover
+from cabling.discovery.iblinkinfo import parse_iblinkinfo
+from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
 from cabling.discovery.ibstat import load_ibstat
 from cabling.discovery.lldp import load_lldp_dir
 from cabling.discovery.model import DiscoveredFabric
@@ -18,6 +18,7 @@ from cabling.formats import DISCOVERY_FORMATS, check_discovery_format, check_man
 from cabling.manifest import load_manifest
 from cabling.model import Manifest
 from cabling.ndt import load_ndt
+from cabling.textio import read_text
 
 
 def open_manifest(paths: list[Path]) -> Manifest:
@@ -29,7 +30,7 @@ def open_manifest(paths: list[Path]) -> Manifest:
         raise CablingInputError("manifest not found", file=str(first))
     suffix = first.suffix.lower()
     check_manifest_format(first, _head(first))
-    if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(first.read_text(encoding="utf-8", errors="replace"))):
+    if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(read_text(first, "manifest", strict=False))):
         return load_ndt(list(paths))
     if len(paths) > 1:
         raise CablingInputError("only UFM NDT files can be combined; give one YAML or CSV manifest")
@@ -56,11 +57,10 @@ class DiscoveryOptions:
         """The merged discovered fabric and the GUID -> name map from the maps and ibstat files."""
         fabrics: list[DiscoveredFabric] = []
         if self.ibnetdiscover:
-            check_discovery_format(self.ibnetdiscover, _head(self.ibnetdiscover), "--ibnetdiscover")
-            fabrics.append(_named(load_ibnetdiscover, self.ibnetdiscover))
+            fabrics.append(_discovered(parse_ibnetdiscover, self.ibnetdiscover, "ibnetdiscover output",
+                                       "--ibnetdiscover"))
         for f in self.iblinkinfo:
-            check_discovery_format(f, _head(f), "--iblinkinfo")
-            fabrics.append(_named(load_iblinkinfo, f))
+            fabrics.append(_discovered(parse_iblinkinfo, f, "iblinkinfo output", "--iblinkinfo"))
         if self.ufm_dir or self.ufm_url:
             # requests and tenacity load slowly; only UFM sources need them.
             from cabling.discovery.ufm import UfmClient, load_ufm_dir
@@ -87,10 +87,14 @@ class DiscoveryOptions:
         return fab, names
 
 
-def _named(load: Callable[[Path], DiscoveredFabric], path: Path) -> DiscoveredFabric:
-    """Run a loader; a file that is not that format at all also hears which formats are read."""
+def _discovered(parse: Callable[[str, str], DiscoveredFabric], path: Path, what: str,
+                option: str) -> DiscoveredFabric:
+    """Read a discovery file once (it may be a pipe: ``--ibnetdiscover <(ibnetdiscover)``), refuse
+    a known foreign format, parse; a file that is not that format also hears which formats are read."""
+    text = read_text(path, what, strict=False)
+    check_discovery_format(path, text[:4096], option)
     try:
-        return load(path)
+        return parse(text, str(path))
     except CablingInputError as exc:
         if "this is not" in exc.message or exc.line == 1:
             exc.hint = f"{exc.hint + '; ' if exc.hint else ''}supported: {'; '.join(DISCOVERY_FORMATS)}"

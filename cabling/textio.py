@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from cabling.errors import CablingInputError
+
+# The largest real inputs are tens of MiB (a 100,000-GPU ibnetdiscover is about 60 MiB, UFM's
+# links.json a few times that); past this a file or pipe is not a fabric dump, and reading on
+# would only exhaust memory.
+MAX_INPUT_BYTES = 1024 * 1024 * 1024
 
 
 def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:
@@ -15,7 +22,7 @@ def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str
     description must not hide the fabric)."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = _read_bounded(p, what)
     except FileNotFoundError:
         raise CablingInputError(f"cannot read {what}: no such file", file=str(p)) from None
     except IsADirectoryError:
@@ -23,6 +30,23 @@ def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str
     except OSError as exc:
         raise CablingInputError(f"cannot read {what}: {exc.strerror or exc}", file=str(p)) from None
     return decode(raw, str(p), what, strict=strict, encoding=encoding)
+
+
+def _read_bounded(p: Path, what: str) -> bytes:
+    """The bytes of a file or a pipe (``<(ibnetdiscover)``), at most MAX_INPUT_BYTES; a device
+    (``/dev/zero``) or socket is refused before anything is read."""
+    with p.open("rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            raise CablingInputError(f"cannot read {what}: it is a device, not a file", file=str(p),
+                                    hint="save the tool's output to a file and give that")
+        raw = fh.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        raise CablingInputError(
+            f"cannot read {what}: larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB", file=str(p),
+            hint="this is not one fabric's output; check the file given",
+        )
+    return raw
 
 
 def decode(raw: bytes, source: str, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:

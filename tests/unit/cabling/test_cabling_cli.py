@@ -249,3 +249,25 @@ def test_python_dash_m_cabling_exits_with_the_findings_code_and_flushed_output(f
     r = subprocess.run([sys.executable, "-m", "cabling", "lint", str(tmp_path / "none.yaml")], capture_output=True,
                        text=True, timeout=120, cwd=fixtures.parents[2])
     assert r.returncode == 2 and "manifest not found" in r.stderr
+
+
+def test_discovery_from_a_pipe_is_read_once_and_a_device_is_refused(tmp_path):
+    """`--ibnetdiscover <(ssh sm ibnetdiscover)` is a pipe: the format check must not eat its head
+    (a 4 KiB sniff used to, and the parse then began mid-block); `/dev/zero` is refused, not read."""
+    import os
+    import threading
+
+    plan = tmp_path / "plan.yaml"
+    assert run("plan", "--hosts", "60", "--radix", "16", "--tiers", "3", "-o", str(plan)).exit_code == 0
+    fab = tmp_path / "fab.txt"
+    assert run("simulate", str(plan), "-o", str(fab)).exit_code == 0
+    assert fab.stat().st_size > 4096  # more than the sniffed head
+    fifo = tmp_path / "fabric.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(fab.read_bytes()))
+    writer.start()
+    r = run("validate", "-m", str(plan), "--ibnetdiscover", str(fifo))
+    writer.join(timeout=30)
+    assert r.exit_code == 0, r.output
+    r = run("validate", "-m", str(plan), "--ibnetdiscover", "/dev/zero")
+    assert r.exit_code == 2 and "it is a device, not a file" in r.output
