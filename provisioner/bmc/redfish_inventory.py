@@ -244,7 +244,8 @@ class RedfishInventory:
         return out
 
     def _adapter_location(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                          on_card: str | None, functions: list[dict[str, Any]]
+                          on_card: str | None, functions: list[dict[str, Any]],
+                          known: dict[str, dict[str, Any]] | None = None,
                           ) -> tuple[str, str, str | None] | None:
         """Where an adapter sits, from the most specific Redfish statement available."""
         where = str(adapter.get("@odata.id") or adapter.get("Id") or "adapter")
@@ -259,9 +260,11 @@ class RedfishInventory:
             devices = list(dict.fromkeys(
                 d for d in (rp.pcie_device_of(f) for f in functions) if d))
         named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
-        for device_path, read in zip(devices, self._read_many(devices, "PCIeDevice"),
-                                     strict=True):
-            device = read or {}
+        known = known or {}
+        unknown = [d for d in devices if d.rstrip("/") not in known]
+        read = dict(zip(unknown, self._read_many(unknown, "PCIeDevice"), strict=True))
+        for device_path in devices:
+            device = known.get(device_path.rstrip("/")) or read.get(device_path) or {}
             by_device = rp.device_location(device)
             slot = slots.get(device_path.rstrip("/"))
             by_slot = rp.slot_location(slot, f"{where} PCIeSlots entry") if slot else None
@@ -309,14 +312,21 @@ class RedfishInventory:
     def _chassis_adapters(self, chassis: dict[str, Any], on_card: str | None
                           ) -> list[tuple[list[NicPort], list[dict[str, Any]]]]:
         adapters_link = rp.odata_id(chassis.get("NetworkAdapters")) or ""
-        slots, adapters = self._together(
+        devices_link = rp.odata_id(chassis.get("PCIeDevices"))
+        # The adapters' PCIe devices are otherwise read one by one: where $expand works,
+        # the chassis's whole PCIeDevices collection is one read.
+        slots, adapters, devices = self._together(
             partial(self._pcie_slots, chassis),
-            partial(self._each_member, adapters_link, "NetworkAdapter"))
-        return self.client.map(partial(self._read_adapter, slots=slots, on_card=on_card),
-                               adapters)
+            partial(self._each_member, adapters_link, "NetworkAdapter"),
+            partial(self._optional, "PCIeDevices", partial(self.client.expanded_members,
+                                                           devices_link), None)
+            if devices_link else dict)
+        return self.client.map(partial(self._read_adapter, slots=slots, on_card=on_card,
+                                       known=devices), adapters)
 
     def _read_adapter(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                      on_card: str | None) -> tuple[list[NicPort], list[dict[str, Any]]]:
+                      on_card: str | None, known: dict[str, dict[str, Any]] | None = None,
+                      ) -> tuple[list[NicPort], list[dict[str, Any]]]:
         adapter_id = str(adapter.get("Id") or "")
         functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
         ports: dict[str, dict[str, Any]] = {}
@@ -331,7 +341,7 @@ class RedfishInventory:
         for members in port_lists:
             for member in members:
                 ports[str(member.get("@odata.id") or "").rstrip("/")] = member
-        location = self._adapter_location(adapter, slots, on_card, functions)
+        location = self._adapter_location(adapter, slots, on_card, functions, known)
         vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
                                       _text(adapter.get("Model"))) if t) or None
         out: list[NicPort] = []

@@ -372,6 +372,22 @@ class RedfishClient:
         return MemberRead([bodies[_norm(link)] for link in expanded.order
                            if _norm(link) in bodies], failed)
 
+    def expanded_members(self, collection: str) -> dict[str, dict[str, Any]] | None:
+        """Member bodies by ``@odata.id`` from one ``$expand``-ed read of a collection (its
+        first page; members it left bare are missing), or None when the BMC does not offer
+        $expand or the answer does not check out. To look up resources otherwise read one by
+        one; the caller reads those it needs and does not find."""
+        if self._expand_query() == "":
+            return None
+        _body, expanded = self._read_collection(collection, plain_fallback=False,
+                                                whole=False)
+        return None if expanded is None else dict(expanded.bodies)
+
+    def _expand_query(self) -> str:
+        if self._expand is None:
+            self._expand = expand_query(self.root)
+        return self._expand
+
     def _listed(self, body: dict[str, Any]) -> list[str]:
         """The member links of a plain collection answer, following its next pages."""
         links = _links(body.get("Members"))
@@ -386,11 +402,10 @@ class RedfishClient:
             nxt = page.get("Members@odata.nextLink")
         return links
 
-    def _read_collection(self, path: str) -> tuple[dict[str, Any], Expanded | None]:
+    def _read_collection(self, path: str, *, plain_fallback: bool = True, whole: bool = True
+                         ) -> tuple[dict[str, Any], Expanded | None]:
         """A collection's answer, and its checked expansion when ``$expand`` worked."""
-        if self._expand is None:
-            self._expand = expand_query(self.root)
-        query = self._expand
+        query = self._expand_query()
         if not query:
             return self.get(path), None
         status: int | None = None
@@ -402,11 +417,16 @@ class RedfishClient:
         except RedfishError as exc:
             problem, status = str(exc), exc.status
         else:
-            checked = check_expanded(body, path)
+            checked = check_expanded(body, path, whole=whole)
             if isinstance(checked, Expanded):
                 return body, checked
             problem = checked
+        if not plain_fallback:
+            log.info("%s: $expand=%s of %s not usable (%s)", self.name, query, path, problem)
+            return {}, None
         plain = self.get(path)  # a collection that fails plainly too is the caller's problem
+        if not isinstance(plain.get("Members"), list):
+            return plain, None  # not the query's fault: the BMC lists no members at all
         self._expand_failures += 1
         if status in EXPAND_UNSUPPORTED or self._expand_failures >= 2:
             self._expand = ""

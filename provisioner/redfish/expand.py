@@ -57,12 +57,14 @@ def member_link(member: Any) -> str | None:
     return link if isinstance(link, str) and link else None
 
 
-def check_expanded(body: dict[str, Any], collection: str) -> Expanded | str:
+def check_expanded(body: dict[str, Any], collection: str, *, whole: bool = True
+                   ) -> Expanded | str:
     """The members of an expanded answer for ``collection``, or why it cannot be trusted.
 
     Refused (the caller reads member by member instead): an answer that is not this
     collection, a member outside it (bodies from another collection), duplicate members, a
-    ``Members@odata.count`` that disagrees with the list (cut off), or a next page. A member
+    ``Members@odata.count`` that disagrees with the list (cut off), or a next page; the last
+    two are accepted when not the ``whole`` collection is wanted (bodies to look up). A member
     listed with no body is kept as a link to read on its own, so nothing listed is lost.
     """
     base = _norm(collection)
@@ -72,10 +74,11 @@ def check_expanded(body: dict[str, Any], collection: str) -> Expanded | str:
     members = body.get("Members")
     if not isinstance(members, list):
         return "no Members list"
-    if body.get("Members@odata.nextLink"):
+    if whole and body.get("Members@odata.nextLink"):
         return "paged (Members@odata.nextLink)"
     count = body.get("Members@odata.count")
-    if isinstance(count, int) and not isinstance(count, bool) and count != len(members):
+    if whole and isinstance(count, int) and not isinstance(count, bool) \
+            and count != len(members):
         return f"lists {len(members)} of {count} members"
     out = Expanded()
     seen: set[str] = set()
