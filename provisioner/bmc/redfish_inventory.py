@@ -21,14 +21,15 @@ from provisioner.bmc.base import (
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
     BMCAuthError,
+    BMCDeadline,
     BMCTimeout,
     BMCTLSError,
     BMCUnreachable,
     RedfishError,
 )
 
-# Errors that mean the BMC itself is unusable: never downgraded to a warning.
-FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable)
+# Errors that mean the BMC itself is unusable (or out of time): never downgraded to a warning.
+FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadline)
 
 # Redfish ChassisType values of a whole machine (identity may come from one), not a part of it.
 ENCLOSURE_TYPES = frozenset({

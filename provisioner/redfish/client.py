@@ -100,7 +100,7 @@ class ClientOptions:
 
     verify_tls: bool = True
     ca_bundle: Path | None = None
-    timeout_s: float = 10.0
+    timeout_s: float = 30.0
     retries: int = 3
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
