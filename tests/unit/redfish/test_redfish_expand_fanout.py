@@ -134,3 +134,12 @@ def test_connections_setting_is_validated():
     for bad in (0, 17):
         with pytest.raises(ValidationError, match="connections"):
             RedfishSettings(connections=bad)
+
+
+def test_a_wide_fan_out_reads_each_bmc_with_fewer_connections():
+    from provisioner.workflow.discover import MAX_CONNECTIONS, connections_per_bmc
+
+    assert connections_per_bmc(4, 1) == 4
+    assert connections_per_bmc(4, 512) == 4
+    assert connections_per_bmc(4, 1024) * 1024 <= MAX_CONNECTIONS
+    assert connections_per_bmc(4, 100_000) == 1
