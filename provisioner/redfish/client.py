@@ -74,10 +74,10 @@ NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
 # hand the credentials to a peer that already misbehaved.
 FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefused,
          BMCLimitExceeded, BMCDeadline, BMCForeignLink)
-# An $expand-ed read that fails with anything else (a 4xx/5xx, a timeout or an answer too
-# large for a heavy expansion, a reset connection) is read again member by member.
 # A member read failing with these ends the conversation; any other failure is that member's.
 MEMBER_FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadline)
+# An $expand-ed read that fails with anything else (a 4xx/5xx, a timeout or an answer too
+# large for a heavy expansion, a reset connection) is read again member by member.
 EXPAND_FATAL = (BMCAuthError, BMCTLSError, BMCRedirectRefused, BMCDeadline, BMCForeignLink)
 # Answers saying the query itself is not supported: stop sending $expand to this BMC.
 EXPAND_UNSUPPORTED = frozenset({400, 404, 405, 406, 501})
