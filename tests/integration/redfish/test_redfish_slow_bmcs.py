@@ -10,8 +10,10 @@ to concurrent requests, or hangs on one resource.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import re
+import shutil
 import time
 from functools import partial
 from typing import Any
@@ -110,3 +112,31 @@ def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path)
     assert "dgx-hung" in error and hang in error
     assert "settings.redfish.discovery_deadline_s" in error
     assert took < 4.0 + 15
+
+
+def test_a_paged_collection_is_read_to_its_last_page(tmp_path):
+    # A variation written by the project on its split-chassis tree: the Chassis collection
+    # answers in two pages (Members@odata.nextLink), and the riser holding the host's
+    # adapters is on the second. (sushy-static serves no query, hence a path for page 2.)
+    paged = tmp_path / "paged"
+    shutil.copytree(tree("split"), paged)
+    listing = json.loads((paged / "Chassis" / "index.json").read_text())
+    first, rest = listing["Members"][:1], listing["Members"][1:]
+    assert any(m["@odata.id"].endswith("/riser") for m in rest)
+    page2 = "/redfish/v1/ChassisPages/2"
+    (paged / "Chassis" / "index.json").write_text(json.dumps(
+        {**listing, "Members": first, "Members@odata.nextLink": page2}))
+    (paged / "ChassisPages" / "2").mkdir(parents=True)
+    (paged / "ChassisPages" / "2" / "index.json").write_text(json.dumps(
+        {"@odata.id": "/redfish/v1/Chassis", "Members": rest,
+         "Members@odata.count": len(listing["Members"])}))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with sushy_static(tree("split"), logs) as whole:
+        want, _ = facts(whole)
+    with sushy_static(paged, logs) as plain:
+        got_plain, _ = facts(plain)
+        with fault_proxy(plain, logs, args=["--expand"]) as (expanding,):
+            got_expanded, _ = facts(expanding)
+    assert got_plain == want and got_expanded == want
+    assert any(nic["source"].startswith("/redfish/v1/Chassis/riser/") for nic in want["nics"])
