@@ -315,24 +315,31 @@ class RedfishInventory:
         adapters_link = rp.odata_id(chassis.get("NetworkAdapters")) or ""
         devices_link = rp.odata_id(chassis.get("PCIeDevices"))
         # The adapters' PCIe devices are otherwise read one by one: where $expand works,
-        # the chassis's whole PCIeDevices collection is one read.
+        # the chassis's PCIeDevices collection is one read, made while the adapters' own
+        # collections are read (only their location needs it).
         slots, adapters, devices = self._together(
             partial(self._pcie_slots, chassis),
-            partial(self._each_member, adapters_link, "NetworkAdapter"),
+            partial(self._adapters_with_collections, adapters_link),
             partial(self._optional, "PCIeDevices", partial(self.client.expanded_members,
                                                            devices_link), None)
             if devices_link else dict)
         return self.client.map(partial(self._read_adapter, slots=slots, on_card=on_card,
                                        known=devices), adapters)
 
-    def _read_adapter(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                      on_card: str | None, known: dict[str, dict[str, Any]] | None = None,
-                      ) -> tuple[list[NicPort], list[dict[str, Any]]]:
-        adapter_id = str(adapter.get("Id") or "")
+    def _adapters_with_collections(self, adapters_link: str
+                                   ) -> list[tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                                   list[dict[str, Any]]]]:
+        """Each adapter with its ports (by URI, from Ports and NetworkPorts) and functions."""
+        return self.client.map(self._adapter_collections,
+                               self._each_member(adapters_link, "NetworkAdapter"))
+
+    def _adapter_collections(self, adapter: dict[str, Any]
+                             ) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                        list[dict[str, Any]]]:
         functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
         ports: dict[str, dict[str, Any]] = {}
         if not functions_link:
-            return [], []
+            return adapter, ports, []  # no function can name a port: its ports are not read
         # Both port collections: a function may name a member of either (XCC fills both).
         links = [(link, what) for link, what in (
             (rp.odata_id(adapter.get("Ports")), "adapter port"),
@@ -342,6 +349,17 @@ class RedfishInventory:
         for members in port_lists:
             for member in members:
                 ports[str(member.get("@odata.id") or "").rstrip("/")] = member
+        return adapter, ports, functions
+
+    def _read_adapter(self, read: tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                        list[dict[str, Any]]],
+                      slots: dict[str, dict[str, Any]], on_card: str | None,
+                      known: dict[str, dict[str, Any]] | None = None,
+                      ) -> tuple[list[NicPort], list[dict[str, Any]]]:
+        adapter, ports, functions = read
+        if not functions:
+            return [], []
+        adapter_id = str(adapter.get("Id") or "")
         location = self._adapter_location(adapter, slots, on_card, functions, known)
         vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
                                       _text(adapter.get("Model"))) if t) or None

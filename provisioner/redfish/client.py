@@ -194,7 +194,9 @@ class RedfishClient:
         self._expand: str | None = None  # the $expand value this BMC takes; '' for none
         self._expand_failures = 0
         self._gate = Gate(self.options.connections)
-        self._fanout = Fanout(self.options.connections, name=self.name)
+        # Twice the threads as connections: a thread waiting on nested reads (an adapter on
+        # its ports) holds no connection, and the gate, not the threads, sets the pace.
+        self._fanout = Fanout(2 * self.options.connections, name=self.name)
         self._login_lock = threading.Lock()
         cafile: str | None = None
         if self.options.verify_tls:
