@@ -83,6 +83,7 @@ class RedfishBMC(RedfishInventory):
         self._host_chassis: list[tuple[str, dict[str, Any]]] | None = None
         self._boot_options: list[dict[str, Any]] | None = None
         self._read_lock = threading.RLock()
+        self._boot_lock = threading.Lock()
         self.warnings: list[str] = []
 
     @property

@@ -47,7 +47,10 @@ class RedfishInventory:
     _ib_ports: list[dict[str, Any]]
     _host_chassis: list[tuple[str, dict[str, Any]]] | None
     _boot_options: list[dict[str, Any]] | None
-    _read_lock: threading.RLock  # reads several parts share (chassis, boot options) once
+    # Reads several parts share are made once: one lock each, so the boot options are not
+    # held up behind a slow chassis collection.
+    _read_lock: threading.RLock  # the host's chassis
+    _boot_lock: threading.Lock  # the boot options
 
     def system_path(self) -> str:
         """The host's ComputerSystem URI (RedfishBMC)."""
@@ -183,7 +186,7 @@ class RedfishInventory:
 
     def boot_options(self) -> list[dict[str, Any]]:
         """The System's BootOptions (UEFI firmware's own boot entries), in BootOrder."""
-        with self._read_lock:
+        with self._boot_lock:
             if self._boot_options is None:
                 self._boot_options = self._read_boot_options()
             return self._boot_options
