@@ -562,7 +562,10 @@ class RedfishClient:
                     timeout=timeout
                 )
             except Exception as exc:
-                raise self._transport_error(exc, path) from None
+                error = self._transport_error(exc, path)
+                if isinstance(error, BMCUnreachable):
+                    self._gate.refused(self.name)  # some BMCs reset what they cannot serve
+                raise error from None
             status = int(resp.status)
             if status in (429, 503):
                 self._gate.refused(self.name)  # busy with what else is in flight: fewer
