@@ -445,7 +445,8 @@ class RedfishBMC(RedfishInventory):
                 "reset_types": self._optional("ResetTypes", self.reset_types, []),
                 "infiniband_ports": list(self._ib_ports),
                 "identity_from": {k: v[1] for k, v in identity.items() if v[1]},
-                "warnings": [*self.client.warnings, *self.warnings],
+                # parts are read in parallel: sorted, so the same BMC gives the same facts
+                "warnings": [*self.client.warnings, *sorted(self.warnings)],
                 "requests": self.client.requests_made,
             }
         )
