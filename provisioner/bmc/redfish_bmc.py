@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -81,6 +82,8 @@ class RedfishBMC(RedfishInventory):
         self._ib_ports: list[dict[str, Any]] = []
         self._host_chassis: list[tuple[str, dict[str, Any]]] | None = None
         self._boot_options: list[dict[str, Any]] | None = None
+        self._read_lock = threading.RLock()
+        self._boot_lock = threading.Lock()
         self.warnings: list[str] = []
 
     @property
@@ -417,18 +420,14 @@ class RedfishBMC(RedfishInventory):
             bios_version=_text(system.get("BiosVersion")),
             boot_mode=_text((system.get("Boot") or {}).get("BootSourceOverrideMode")),
         )
-        for manager_path in self._optional("Managers", self._manager_paths, [])[:1]:
-            before = datetime.now(UTC)
-            manager: dict[str, Any] = self._optional(
-                "Manager", partial(self.client.get, manager_path), {}
-            )
-            after = datetime.now(UTC)
-            facts.bmc_firmware = _text(manager.get("FirmwareVersion"))
-            facts.bmc_datetime = rp.parse_datetime(manager.get("DateTime"))
-            facts.clock_skew_s = rp.clock_skew_s(facts.bmc_datetime, before, after)
-        facts.nics = self.read_nics()
-        facts.drives = self._optional("Storage", self.read_drives, [])
-        facts.firmware = self._optional("FirmwareInventory", self.read_firmware, {})
+        # Independent parts overlap on the BMC's few connections; the Manager goes first so
+        # its clock is read without waiting for a connection.
+        _, facts.nics, facts.drives, facts.firmware = self._together(
+            partial(self._read_manager, facts),
+            self.read_nics,
+            partial(self._optional, "Storage", self.read_drives, []),
+            partial(self._optional, "FirmwareInventory", self.read_firmware, {}),
+        )
         if self.nic_rule is not None or self.provisioning_mac:
             try:
                 facts.provisioning_mac = self.provisioning_port().mac
@@ -446,11 +445,24 @@ class RedfishBMC(RedfishInventory):
                 "reset_types": self._optional("ResetTypes", self.reset_types, []),
                 "infiniband_ports": list(self._ib_ports),
                 "identity_from": {k: v[1] for k, v in identity.items() if v[1]},
-                "warnings": [*self.client.warnings, *self.warnings],
+                # parts are read in parallel: sorted, so the same BMC gives the same facts
+                "warnings": [*self.client.warnings, *sorted(self.warnings)],
                 "requests": self.client.requests_made,
             }
         )
         return facts
+
+    def _read_manager(self, facts: HostFacts) -> None:
+        """BMC firmware, date and clock skew from the first Manager (optional)."""
+        for manager_path in self._optional("Managers", self._manager_paths, [])[:1]:
+            before = datetime.now(UTC)
+            manager: dict[str, Any] = self._optional(
+                "Manager", partial(self.client.get, manager_path), {}
+            )
+            after = datetime.now(UTC)
+            facts.bmc_firmware = _text(manager.get("FirmwareVersion"))
+            facts.bmc_datetime = rp.parse_datetime(manager.get("DateTime"))
+            facts.clock_skew_s = rp.clock_skew_s(facts.bmc_datetime, before, after)
 
     def provisioning_port(self) -> NicPort:
         """The port that network-boots: the host's pinned MAC, else the profile's rule."""

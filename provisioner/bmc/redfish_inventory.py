@@ -4,7 +4,8 @@ unlabelled_slot_location)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -20,14 +21,15 @@ from provisioner.bmc.base import (
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
     BMCAuthError,
+    BMCDeadline,
     BMCTimeout,
     BMCTLSError,
     BMCUnreachable,
     RedfishError,
 )
 
-# Errors that mean the BMC itself is unusable: never downgraded to a warning.
-FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable)
+# Errors that mean the BMC itself is unusable (or out of time): never downgraded to a warning.
+FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadline)
 
 # Redfish ChassisType values of a whole machine (identity may come from one), not a part of it.
 ENCLOSURE_TYPES = frozenset({
@@ -45,6 +47,10 @@ class RedfishInventory:
     _ib_ports: list[dict[str, Any]]
     _host_chassis: list[tuple[str, dict[str, Any]]] | None
     _boot_options: list[dict[str, Any]] | None
+    # Reads several parts share are made once: one lock each, so the boot options are not
+    # held up behind a slow chassis collection.
+    _read_lock: threading.RLock  # the host's chassis
+    _boot_lock: threading.Lock  # the boot options
 
     def system_path(self) -> str:
         """The host's ComputerSystem URI (RedfishBMC)."""
@@ -64,27 +70,42 @@ class RedfishInventory:
             self.warnings.append(f"{what}: {exc}")
             return default
 
+    def _together(self, *jobs: Callable[[], Any]) -> list[Any]:
+        """Run independent reads at once (on the BMC's few connections); results in order."""
+        return self.client.map(_call, jobs)
+
     def _read(self, path: str, what: str) -> dict[str, Any] | None:
         """GET an optional resource; a failure is a warning naming its path."""
         result: dict[str, Any] | None = self._optional(
             f"{what} {path} not read", partial(self.client.get, path), None)
         return result
 
+    def _read_many(self, paths: Sequence[str], what: str) -> list[dict[str, Any] | None]:
+        """GET optional resources a few at a time; each failure is a warning naming its path."""
+        out: list[dict[str, Any] | None] = []
+        for path, got in zip(paths, self.client.get_each(paths), strict=True):
+            if isinstance(got, RedfishError):
+                if isinstance(got, FATAL):
+                    raise got
+                self.warnings.append(f"{what} {path} not read: {got}")
+                out.append(None)
+            else:
+                out.append(got)
+        return out
+
     def _each_member(self, collection: str, what: str) -> list[dict[str, Any]]:
-        """The members of a collection; one that fails to read is a warning, the others stay."""
+        """The members of a collection ($expand-ed where it works, else a few GETs at a time);
+        one that fails to read is a warning naming it, the others stay."""
         try:
-            return self.client.members(collection)
+            read = self.client.read_members(collection)
         except FATAL:
             raise
-        except RedfishError:
-            pass  # a member (or the expanded read) failed: read them one by one
-        body = self._read(collection, f"{what} collection")
-        out: list[dict[str, Any]] = []
-        for link in rp.link_list((body or {}).get("Members")):
-            member = self._read(link, what)
-            if member is not None:
-                out.append(member)
-        return out
+        except RedfishError as exc:
+            self.warnings.append(f"{what} collection {collection} not read: {exc}")
+            return []
+        for link, error in read.failed:
+            self.warnings.append(f"{what} {link} not read: {error}")
+        return read.bodies
 
     def host_chassis(self) -> list[tuple[str, dict[str, Any]]]:
         """The System's chassis, then every other chassis that holds its parts.
@@ -94,8 +115,12 @@ class RedfishInventory:
         (or name no system at all). Chassis that belong to another System (a GPU baseboard)
         are left out.
         """
-        if self._host_chassis is not None:
+        with self._read_lock:
+            if self._host_chassis is None:
+                self._host_chassis = self._read_host_chassis()
             return self._host_chassis
+
+    def _read_host_chassis(self) -> list[tuple[str, dict[str, Any]]]:
         me = self.system_path().rstrip("/")
         linked = rp.link_list(rp.obj(self.system().get("Links")).get("Chassis"))
         found: dict[str, dict[str, Any]] = {}
@@ -104,8 +129,10 @@ class RedfishInventory:
             for chassis in self._each_member(collection, "chassis"):
                 found[str(chassis.get("@odata.id") or "").rstrip("/")] = chassis
         out: list[tuple[str, dict[str, Any]]] = []
+        missing = [p for p in linked if p.rstrip("/") not in found]
+        more = dict(zip(missing, self._read_many(missing, "chassis"), strict=True))
         for path in linked:
-            read = found.pop(path.rstrip("/"), None) or self._read(path, "chassis")
+            read = found.pop(path.rstrip("/"), None) or more.get(path)
             if read is not None:
                 out.append((path, read))
         for path, chassis in found.items():
@@ -113,7 +140,6 @@ class RedfishInventory:
                        rp.link_list(rp.obj(chassis.get("Links")).get("ComputerSystems"))]
             if me in systems or not systems:
                 out.append((path, chassis))
-        self._host_chassis = out
         return out
 
     def _top_chassis(self) -> dict[str, Any] | None:
@@ -134,12 +160,14 @@ class RedfishInventory:
         if self._nics is not None:
             return self._nics
         system = self.system()
-        primary: list[NicPort] = []
         link = rp.odata_id(system.get("EthernetInterfaces"))
-        if link:
-            members = self._each_member(link, "EthernetInterface")
-            primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
-        secondary = self._optional("NetworkAdapters", self._adapter_ports, [])
+        # Three independent reads, overlapped; boot options are kept for _with_boot_options.
+        members, secondary, _options = self._together(
+            partial(self._each_member, link, "EthernetInterface") if link else list,
+            partial(self._optional, "NetworkAdapters", self._adapter_ports, []),
+            self.boot_options,
+        )
+        primary = [p for p in (rp.parse_ethernet_interface(m) for m in members) if p]
         ports = rp.unique_ids(rp.merge_nics(primary, secondary))
         ports = self._with_boot_options(ports)
         ports = self.annotate_ports(ports)
@@ -158,8 +186,12 @@ class RedfishInventory:
 
     def boot_options(self) -> list[dict[str, Any]]:
         """The System's BootOptions (UEFI firmware's own boot entries), in BootOrder."""
-        if self._boot_options is not None:
+        with self._boot_lock:
+            if self._boot_options is None:
+                self._boot_options = self._read_boot_options()
             return self._boot_options
+
+    def _read_boot_options(self) -> list[dict[str, Any]]:
         boot = rp.obj(self.system().get("Boot"))
         link = rp.odata_id(boot.get("BootOptions"))
         options = self._each_member(link, "BootOption") if link else []
@@ -167,7 +199,6 @@ class RedfishInventory:
         rank = {ref: i for i, ref in enumerate(order)}
         options.sort(key=lambda o: rank.get(str(o.get("BootOptionReference") or o.get("Id")),
                                             len(rank)))
-        self._boot_options = options
         return options
 
     def _with_boot_options(self, ports: list[NicPort]) -> list[NicPort]:
@@ -217,7 +248,8 @@ class RedfishInventory:
         return out
 
     def _adapter_location(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                          on_card: str | None, functions: list[dict[str, Any]]
+                          on_card: str | None, functions: list[dict[str, Any]],
+                          known: dict[str, dict[str, Any]] | None = None,
                           ) -> tuple[str, str, str | None] | None:
         """Where an adapter sits, from the most specific Redfish statement available."""
         where = str(adapter.get("@odata.id") or adapter.get("Id") or "adapter")
@@ -232,8 +264,11 @@ class RedfishInventory:
             devices = list(dict.fromkeys(
                 d for d in (rp.pcie_device_of(f) for f in functions) if d))
         named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
+        known = known or {}
+        unknown = [d for d in devices if d.rstrip("/") not in known]
+        read = dict(zip(unknown, self._read_many(unknown, "PCIeDevice"), strict=True))
         for device_path in devices:
-            device = self._read(device_path, "PCIeDevice") or {}
+            device = known.get(device_path.rstrip("/")) or read.get(device_path) or {}
             by_device = rp.device_location(device)
             slot = slots.get(device_path.rstrip("/"))
             by_slot = rp.slot_location(slot, f"{where} PCIeSlots entry") if slot else None
@@ -258,46 +293,87 @@ class RedfishInventory:
         return None
 
     def _adapter_ports(self) -> list[NicPort]:
-        out: list[NicPort] = []
-        self._ib_ports = []
         top = self._top_chassis()
         on_card = None
         if top is not None and str(top.get("ChassisType") or "") == "Card":
             # The host is itself a card (a DPU): every port it has is on its board.
             on_card = f"host chassis {top.get('@odata.id')} ChassisType Card"
-        for _chassis_path, chassis in self.host_chassis():
-            adapters_link = rp.odata_id(chassis.get("NetworkAdapters"))
-            if not adapters_link:
-                continue
-            slots = self._pcie_slots(chassis)
-            for adapter in self._each_member(adapters_link, "NetworkAdapter"):
-                out.extend(self._read_adapter(adapter, slots, on_card))
+        with_adapters = [c for _p, c in self.host_chassis()
+                         if rp.odata_id(c.get("NetworkAdapters"))]
+        # Chassis, their adapters and each adapter's collections are independent reads:
+        # they overlap (a few at a time), and results are put back in the listed order.
+        per_chassis = self.client.map(partial(self._chassis_adapters, on_card=on_card),
+                                      with_adapters)
+        out: list[NicPort] = []
+        ib_ports: list[dict[str, Any]] = []
+        for adapters in per_chassis:
+            for ports, infiniband in adapters:
+                out.extend(ports)
+                ib_ports.extend(infiniband)
+        self._ib_ports = ib_ports
         return out
 
-    def _read_adapter(self, adapter: dict[str, Any], slots: dict[str, dict[str, Any]],
-                      on_card: str | None) -> list[NicPort]:
-        adapter_id = str(adapter.get("Id") or "")
+    def _chassis_adapters(self, chassis: dict[str, Any], on_card: str | None
+                          ) -> list[tuple[list[NicPort], list[dict[str, Any]]]]:
+        adapters_link = rp.odata_id(chassis.get("NetworkAdapters")) or ""
+        devices_link = rp.odata_id(chassis.get("PCIeDevices"))
+        # The adapters' PCIe devices are otherwise read one by one: where $expand works,
+        # the chassis's PCIeDevices collection is one read, made while the adapters' own
+        # collections are read (only their location needs it).
+        slots, adapters, devices = self._together(
+            partial(self._pcie_slots, chassis),
+            partial(self._adapters_with_collections, adapters_link),
+            partial(self._optional, "PCIeDevices", partial(self.client.expanded_members,
+                                                           devices_link), None)
+            if devices_link else dict)
+        return self.client.map(partial(self._read_adapter, slots=slots, on_card=on_card,
+                                       known=devices), adapters)
+
+    def _adapters_with_collections(self, adapters_link: str
+                                   ) -> list[tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                                   list[dict[str, Any]]]]:
+        """Each adapter with its ports (by URI, from Ports and NetworkPorts) and functions."""
+        return self.client.map(self._adapter_collections,
+                               self._each_member(adapters_link, "NetworkAdapter"))
+
+    def _adapter_collections(self, adapter: dict[str, Any]
+                             ) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                        list[dict[str, Any]]]:
         functions_link = rp.odata_id(adapter.get("NetworkDeviceFunctions"))
         ports: dict[str, dict[str, Any]] = {}
-        # Both collections: a function may name a member of either (XCC fills both).
-        for key in ("Ports", "NetworkPorts"):
-            ports_link = rp.odata_id(adapter.get(key))
-            if ports_link:
-                for member in self._each_member(ports_link, "adapter port"):
-                    ports[str(member.get("@odata.id") or "").rstrip("/")] = member
         if not functions_link:
-            return []
-        functions = self._each_member(functions_link, "NetworkDeviceFunction")
-        location = self._adapter_location(adapter, slots, on_card, functions)
+            return adapter, ports, []  # no function can name a port: its ports are not read
+        # Both port collections: a function may name a member of either (XCC fills both).
+        links = [(link, what) for link, what in (
+            (rp.odata_id(adapter.get("Ports")), "adapter port"),
+            (rp.odata_id(adapter.get("NetworkPorts")), "adapter port"),
+            (functions_link, "NetworkDeviceFunction")) if link]
+        *port_lists, functions = self.client.map(lambda lw: self._each_member(*lw), links)
+        for members in port_lists:
+            for member in members:
+                ports[str(member.get("@odata.id") or "").rstrip("/")] = member
+        return adapter, ports, functions
+
+    def _read_adapter(self, read: tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                        list[dict[str, Any]]],
+                      slots: dict[str, dict[str, Any]], on_card: str | None,
+                      known: dict[str, dict[str, Any]] | None = None,
+                      ) -> tuple[list[NicPort], list[dict[str, Any]]]:
+        adapter, ports, functions = read
+        if not functions:
+            return [], []
+        adapter_id = str(adapter.get("Id") or "")
+        location = self._adapter_location(adapter, slots, on_card, functions, known)
         vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
                                       _text(adapter.get("Model"))) if t) or None
         out: list[NicPort] = []
+        ib_ports: list[dict[str, Any]] = []
         for function in functions:
             port = rp.best_port([ports[link] for link in rp.function_port_links(function)
                                  if link in ports])
             if rp.is_infiniband(function, port, adapter_id):
                 eth = rp.obj(function.get("Ethernet"))
-                self._ib_ports.append({
+                ib_ports.append({
                     "id": function.get("Id"),
                     "adapter": adapter_id,
                     "link": (port or {}).get("LinkStatus"),
@@ -309,7 +385,7 @@ class RedfishInventory:
             nic = rp.parse_device_function(function, port, adapter_id)
             if nic:
                 out.append(rp.with_location(replace(nic, vendor=vendor), location))
-        return out
+        return out, ib_ports
 
     def read_drives(self) -> list[Any]:
         """Drives from Storage (or SimpleStorage on older BMCs); an unreadable one warns."""
@@ -317,11 +393,9 @@ class RedfishInventory:
         drives = []
         storage_link = rp.odata_id(system.get("Storage"))
         if storage_link:
-            for storage in self._each_member(storage_link, "Storage"):
-                for drive_link in rp.link_list(storage.get("Drives")):
-                    drive = self._read(drive_link, "drive")
-                    if drive is not None:
-                        drives.append(rp.parse_drive(drive))
+            links = [link for storage in self._each_member(storage_link, "Storage")
+                     for link in rp.link_list(storage.get("Drives"))]
+            drives = [rp.parse_drive(d) for d in self._read_many(links, "drive") if d is not None]
         if not drives:
             simple_link = rp.odata_id(system.get("SimpleStorage"))
             if simple_link:
@@ -383,6 +457,10 @@ class RedfishInventory:
         body = self._read(collection, "Systems") or {}
         me = self.system_path().rstrip("/")
         return [m for m in rp.link_list(body.get("Members")) if m.rstrip("/") != me]
+
+
+def _call(job: Callable[[], Any]) -> Any:
+    return job()
 
 
 def _identity_text(value: Any) -> str | None:

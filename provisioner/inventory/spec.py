@@ -248,10 +248,15 @@ class RedfishSettings(Strict):
 
     verify_tls: bool = True
     ca_bundle: str | None = None
-    timeout_s: float = Field(default=10.0, gt=0)
-    retries: int = Field(default=3, ge=0)
+    # Per request. AMI-based BMCs (DGX H100) answer some resources in over 10 s; docs/redfish.md
+    # "Slow BMCs" derives these defaults.
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    retries: int = Field(default=3, ge=0, le=10)
     max_parallel: int = Field(default=512, ge=1)  # one wave for a 511-host cluster
-    discovery_deadline_s: float = Field(default=300.0, gt=0)  # per host, all requests
+    # Requests in flight to one BMC: BMC web servers serve a handful at once, and a BMC that
+    # answers 503 to concurrency is read with fewer. Total: max_parallel x connections at most.
+    connections: int = Field(default=4, ge=1, le=16)
+    discovery_deadline_s: float = Field(default=600.0, gt=0)  # per host, all requests
 
 
 class ImageSettings(Strict):

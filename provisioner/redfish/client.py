@@ -14,12 +14,12 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import requests
@@ -46,6 +46,8 @@ from provisioner.redfish.errors import (
     RedfishError,
     parse_extended_info,
 )
+from provisioner.redfish.expand import Expanded, check_expanded, expand_query, member_link
+from provisioner.redfish.fanout import Fanout, Gate
 from provisioner.redfish.transport import (
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -73,12 +75,24 @@ NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
 # hand the credentials to a peer that already misbehaved.
 FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefused,
          BMCLimitExceeded, BMCDeadline, BMCForeignLink)
-__all__ = ["ClientOptions", "RedfishClient", "Reply", "connect", "host_deadline"]
+# A member read failing with these ends the conversation; any other failure is that member's.
+MEMBER_FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadline)
+# An $expand-ed read that fails with anything else (a 4xx/5xx, a timeout or an answer too
+# large for a heavy expansion, a reset connection) is read again member by member.
+EXPAND_FATAL = (BMCAuthError, BMCTLSError, BMCRedirectRefused, BMCDeadline, BMCForeignLink)
+# Answers saying the query itself is not supported: stop sending $expand to this BMC.
+EXPAND_UNSUPPORTED = frozenset({400, 404, 405, 406, 501})
+MAX_PAGES = 64  # Members@odata.nextLink pages followed (max_members bounds them too)
+DEFAULT_CONNECTIONS = 4
+T = TypeVar("T")
+R = TypeVar("R")
+__all__ = ["ClientOptions", "MemberRead", "RedfishClient", "Reply", "connect", "host_deadline"]
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (BMCs send any type anywhere)."""
-    return value if isinstance(value, dict) else {}
+def _links(members: Any) -> list[str]:
+    """The ``@odata.id`` of each reference in a Members list (a BMC may send any type)."""
+    found = (member_link(m) for m in members) if isinstance(members, list) else ()
+    return [link for link in found if link]
 
 
 @dataclass(frozen=True)
@@ -87,13 +101,22 @@ class ClientOptions:
 
     verify_tls: bool = True
     ca_bundle: Path | None = None
-    timeout_s: float = 10.0
+    timeout_s: float = 30.0
     retries: int = 3
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
     prefer_session: bool = True
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     max_members: int = DEFAULT_MAX_MEMBERS
+    connections: int = DEFAULT_CONNECTIONS  # requests in flight to this BMC at most
+
+
+@dataclass
+class MemberRead:
+    """A collection's members that could be read, in listed order, and those that failed."""
+
+    bodies: list[dict[str, Any]]
+    failed: list[tuple[str, RedfishError]] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +149,10 @@ def _parse_retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _norm(path: str) -> str:
+    return path.split("#", 1)[0].split("?", 1)[0].rstrip("/")
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -166,6 +193,12 @@ class RedfishClient:
         self.root: dict[str, Any] = {}
         self._session_location: str | None = None
         self._expand: str | None = None  # the $expand value this BMC takes; '' for none
+        self._expand_failures = 0
+        self._gate = Gate(self.options.connections)
+        # Twice the threads as connections: a thread waiting on nested reads (an adapter on
+        # its ports) holds no connection, and the gate, not the threads, sets the pace.
+        self._fanout = Fanout(2 * self.options.connections, name=self.name)
+        self._login_lock = threading.Lock()
         cafile: str | None = None
         if self.options.verify_tls:
             # The library turns TLS verification off unless it is given a CA file, so the
@@ -178,7 +211,9 @@ class RedfishClient:
                     hint="fix settings.redfish.ca_bundle in the site file (a PEM file of the "
                     "CA that signed the BMC certificates)",
                 )
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4, max_retries=0)
+        pool = max(4, self.options.connections)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool,
+                                                max_retries=0)
         self._lib = HttpClient(
             self.base_url,
             username=None,
@@ -195,8 +230,8 @@ class RedfishClient:
         lean = BMCTransport(bmc=self.name, base_url=self.base_url,
                             max_bytes=self.options.max_response_bytes)
         lean.mount("https://", adapter)
-        lean.mount("http://", requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=4,
-                                                            max_retries=0))
+        lean.mount("http://", requests.adapters.HTTPAdapter(pool_connections=1,
+                                                            pool_maxsize=pool, max_retries=0))
         self._lib._session.close()
         self._lib._session = lean
         if not self.options.verify_tls:
@@ -275,6 +310,7 @@ class RedfishClient:
                 except RedfishError as exc:
                     log.warning("%s: logout failed: %s", self.name, exc)
         finally:
+            self._fanout.close()
             self._session_location = None
             self._lib.set_session_key(None)
             self._lib.set_authorization_key(None)
@@ -293,37 +329,113 @@ class RedfishClient:
         except BMCNotFound:
             return None
 
+    def map(self, func: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[func(i) for i in items]`` with up to ``options.connections`` reads in flight."""
+        return self._fanout.map(func, items)
+
+    def get_each(self, paths: Sequence[str]) -> list[dict[str, Any] | RedfishError]:
+        """GET each path, a few at a time; a failed read comes back as its error, except the
+        failures that end the conversation (auth, TLS, unreachable, timeout, deadline)."""
+
+        def one(path: str) -> dict[str, Any] | RedfishError:
+            try:
+                return self.get(path)
+            except MEMBER_FATAL:
+                raise
+            except RedfishError as exc:
+                return exc
+
+        return self.map(one, paths)
+
     def members(self, collection: str) -> list[dict[str, Any]]:
         """Every member of a collection, in one request with ``$expand`` where the BMC offers it."""
-        body = self._get_collection(collection)
-        out: list[dict[str, Any]] = []
-        listed = body.get("Members")
-        for member in listed if isinstance(listed, list) else []:  # a BMC may send any type
-            if not isinstance(member, dict):
-                continue
-            if set(member) - {"@odata.id", "@odata.type", "@odata.etag"}:
-                out.append(member)
-            elif isinstance(member.get("@odata.id"), str) and member["@odata.id"]:
-                out.append(self.get(member["@odata.id"]))
-        return out
+        read = self.read_members(collection)
+        if read.failed:
+            raise read.failed[0][1]
+        return read.bodies
 
-    def _get_collection(self, path: str) -> dict[str, Any]:
+    def read_members(self, collection: str) -> MemberRead:
+        """Every member of a collection: from one ``$expand``-ed answer where the BMC offers it
+        and the answer checks out, else (and for members it left out) one GET each, a few at a
+        time. A member that fails is returned in ``failed``; the others stay."""
+        body, expanded = self._read_collection(collection)
+        if expanded is None:
+            plain = check_expanded(body, collection)
+            expanded = plain if isinstance(plain, Expanded) else Expanded(
+                order=list(dict.fromkeys(self._listed(body))))
+            if not isinstance(plain, Expanded):
+                expanded.bare = list(expanded.order)
+        bodies = dict(expanded.bodies)
+        failed: list[tuple[str, RedfishError]] = []
+        for link, got in zip(expanded.bare, self.get_each(expanded.bare), strict=True):
+            if isinstance(got, RedfishError):
+                failed.append((link, got))
+            else:
+                bodies[_norm(link)] = got
+        return MemberRead([bodies[_norm(link)] for link in expanded.order
+                           if _norm(link) in bodies], failed)
+
+    def expanded_members(self, collection: str) -> dict[str, dict[str, Any]] | None:
+        """Member bodies by ``@odata.id`` from one ``$expand``-ed read of a collection (its
+        first page; members it left bare are missing), or None when the BMC does not offer
+        $expand or the answer does not check out. To look up resources otherwise read one by
+        one; the caller reads those it needs and does not find."""
+        if self._expand_query() == "":
+            return None
+        _body, expanded = self._read_collection(collection, plain_fallback=False,
+                                                whole=False)
+        return None if expanded is None else dict(expanded.bodies)
+
+    def _expand_query(self) -> str:
         if self._expand is None:
-            features = _obj(self.root.get("ProtocolFeaturesSupported"))
-            expand = _obj(features.get("ExpandQuery"))
-            # "." expands subordinate resources (a collection's Members) and needs NoLinks;
-            # "*" also follows Links, so it is the fallback for BMCs that only offer that.
-            self._expand = ".($levels=1)" if expand.get("NoLinks") else (
-                "*($levels=1)" if expand.get("Links") else "")
-        if self._expand:
-            try:
-                return self.get(path, query={"$expand": self._expand})
-            except FATAL:
-                raise
-            except RedfishError:
-                # The root advertised $expand but this BMC (or resource) rejects it.
-                self._expand = ""
-        return self.get(path)
+            self._expand = expand_query(self.root)
+        return self._expand
+
+    def _listed(self, body: dict[str, Any]) -> list[str]:
+        """The member links of a plain collection answer, following its next pages."""
+        links = _links(body.get("Members"))
+        nxt = body.get("Members@odata.nextLink")
+        pages = 0
+        while isinstance(nxt, str) and nxt and pages < MAX_PAGES:
+            pages += 1
+            page = self.get(nxt)
+            links += _links(page.get("Members"))
+            check_members({"Members": links}, self.options.max_members, bmc=self.name,
+                          path=nxt)
+            nxt = page.get("Members@odata.nextLink")
+        return links
+
+    def _read_collection(self, path: str, *, plain_fallback: bool = True, whole: bool = True
+                         ) -> tuple[dict[str, Any], Expanded | None]:
+        """A collection's answer, and its checked expansion when ``$expand`` worked."""
+        query = self._expand_query()
+        if not query:
+            return self.get(path), None
+        status: int | None = None
+        try:
+            body = self._request("GET", path, query={"$expand": query},
+                                 retry_timeouts=False).body
+        except EXPAND_FATAL:
+            raise
+        except RedfishError as exc:
+            problem, status = str(exc), exc.status
+        else:
+            checked = check_expanded(body, path, whole=whole)
+            if isinstance(checked, Expanded):
+                return body, checked
+            problem = checked
+        if not plain_fallback:
+            log.info("%s: $expand=%s of %s not usable (%s)", self.name, query, path, problem)
+            return {}, None
+        plain = self.get(path)  # a collection that fails plainly too is the caller's problem
+        if not isinstance(plain.get("Members"), list):
+            return plain, None  # not the query's fault: the BMC lists no members at all
+        self._expand_failures += 1
+        if status in EXPAND_UNSUPPORTED or self._expand_failures >= 2:
+            self._expand = ""
+        log.info("%s: $expand=%s of %s not usable (%s); read member by member%s", self.name,
+                 query, path, problem, "" if self._expand else " from now on")
+        return plain, None
 
     def post(self, path: str, body: dict[str, Any]) -> Reply:
         """POST (an action); retried only where the BMC surely did not act on it."""
@@ -347,22 +459,28 @@ class RedfishClient:
         query: dict[str, str | None] | None = None,
         headers: dict[str, str] | None = None,
         retry: bool = True,
+        retry_timeouts: bool = True,
     ) -> Reply:
+        used = self._lib.get_session_key()
         try:
             return self._request_retrying(method, path, body=body, query=query,
-                                          headers=headers, retry=retry)
+                                          headers=headers, retry=retry,
+                                          retry_timeouts=retry_timeouts)
         except BMCAuthError:
             # A 401 on a request made with a session that worked means the session expired
             # (a BMC reset, an idle timeout during a long BIOS job): log in again, once.
             if not retry or self.auth_method != "session":
                 raise
-            log.info("%s: session no longer valid; logging in again", self.name)
-            self._lib.set_session_key(None)
-            self._session_location = None
-            if not self._try_session():
-                self._use_basic()
+            with self._login_lock:  # one new session, however many reads saw the 401
+                if self._lib.get_session_key() == used:
+                    log.info("%s: session no longer valid; logging in again", self.name)
+                    self._lib.set_session_key(None)
+                    self._session_location = None
+                    if not self._try_session():
+                        self._use_basic()
             return self._request_retrying(method, path, body=body, query=query,
-                                          headers=headers, retry=retry)
+                                          headers=headers, retry=retry,
+                                          retry_timeouts=retry_timeouts)
 
     def _request_retrying(
         self,
@@ -373,6 +491,7 @@ class RedfishClient:
         query: dict[str, str | None] | None,
         headers: dict[str, str] | None,
         retry: bool,
+        retry_timeouts: bool = True,
     ) -> Reply:
         idempotent = method in ("GET", "PATCH", "DELETE", "HEAD")
 
@@ -382,7 +501,7 @@ class RedfishClient:
             if isinstance(exc, BMCUnreachable):
                 return True  # the request never reached the BMC
             if isinstance(exc, BMCTimeout):
-                return idempotent
+                return idempotent and retry_timeouts
             if isinstance(exc, BMCServerError) and exc.status is not None:
                 allowed = RETRY_STATUSES if idempotent else NON_IDEMPOTENT_RETRY_STATUSES
                 return exc.status in allowed
@@ -432,18 +551,27 @@ class RedfishClient:
         query: dict[str, str | None] | None,
         headers: dict[str, str] | None,
     ) -> Reply:
-        left = check_deadline(self.name, path)
-        timeout = self.options.timeout_s if left is None else min(self.options.timeout_s, left)
-        with self._lock:
-            self.requests_made += 1
-        try:
-            resp: RestResponse = self._lib._rest_request(
-                path, method=method, args=query, body=body, headers=headers, timeout=timeout
-            )
-        except Exception as exc:
-            raise self._transport_error(exc, path) from None
+        with self._gate.slot(self.name, path):
+            left = check_deadline(self.name, path)
+            timeout = self.options.timeout_s if left is None else min(self.options.timeout_s,
+                                                                      left)
+            with self._lock:
+                self.requests_made += 1
+            try:
+                resp: RestResponse = self._lib._rest_request(
+                    path, method=method, args=query, body=body, headers=headers,
+                    timeout=timeout
+                )
+            except Exception as exc:
+                error = self._transport_error(exc, path)
+                if isinstance(error, BMCUnreachable):
+                    self._gate.refused(self.name)  # some BMCs reset what they cannot serve
+                raise error from None
+            status = int(resp.status)
+            if status in (429, 503):
+                self._gate.refused(self.name)  # busy with what else is in flight: fewer
         hdrs = dict(resp._http_response.headers) if resp._http_response is not None else {}
-        return self._answer(method, path, int(resp.status), hdrs, resp.read or b"")
+        return self._answer(method, path, status, hdrs, resp.read or b"")
 
     def upload(self, path: str, body: UploadBody, *, timeout_s: float) -> Reply:
         """POST a file to the BMC (a push firmware update), streamed from disk, through the

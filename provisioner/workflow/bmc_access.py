@@ -34,18 +34,21 @@ def warn_unverified_tls(site: Site, host: Host) -> bool:
     return True
 
 
-def client_options(site: Site, host: Host) -> ClientOptions:
-    """The Redfish connection policy for a host (site settings, per-host TLS overrides)."""
+def client_options(site: Site, host: Host, *, connections: int | None = None
+                   ) -> ClientOptions:
+    """The Redfish connection policy for a host (site settings, per-host TLS overrides);
+    ``connections`` caps the site's requests in flight per BMC (a wide fan-out asks fewer)."""
     redfish = site.settings.redfish
     return ClientOptions(
         verify_tls=host.bmc.verify_tls,
         ca_bundle=host.bmc.ca_bundle,
         timeout_s=redfish.timeout_s,
         retries=redfish.retries,
+        connections=min(redfish.connections, connections or redfish.connections),
     )
 
 
-def open_bmc(site: Site, host: Host) -> RedfishBMC:
+def open_bmc(site: Site, host: Host, *, connections: int | None = None) -> RedfishBMC:
     """The BMC of an inventory host, logged in; call ``close()`` (or use ``closing``) after."""
     warn_unverified_tls(site, host)
     creds = resolve_credentials(site, host.bmc.credentials)
@@ -53,7 +56,7 @@ def open_bmc(site: Site, host: Host) -> RedfishBMC:
         host.bmc.url,
         creds.username,
         creds.password,
-        client_options(site, host),
+        client_options(site, host, connections=connections),
         name=f"{host.name} (BMC {host.bmc.address})",
         vendor_hint=None if host.bmc.vendor == "generic" else host.bmc.vendor,
         nic_rule=host.profile.provisioning_nic,

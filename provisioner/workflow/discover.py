@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_PARALLEL = 128
 MIN_PER_PROCESS = 64
 THREADS_PER_PROCESS = 128
+# Connections to all BMCs at once, whatever max_parallel x settings.redfish.connections says:
+# a wider fan-out reads each BMC with fewer (sockets and threads of this machine are finite).
+MAX_CONNECTIONS = 2048
+# Logging out of a BMC that hung past its deadline must not hold the host's result for long.
+LOGOUT_GRACE_S = 15.0
 REASON_NIC = "no PXE NIC matched"
 REASON_BUG = "internal error"
 # States in which a failed discovery marks the host failed; later states keep their state
@@ -101,9 +106,15 @@ def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
         if bmc is not None:
-            bmc.close()
+            with host_deadline(LOGOUT_GRACE_S):
+                bmc.close()
         result.seconds = time.monotonic() - start
     return result
+
+
+def connections_per_bmc(wanted: int, in_flight: int) -> int:
+    """Connections per BMC so that ``in_flight`` BMCs hold at most MAX_CONNECTIONS in all."""
+    return max(1, min(wanted, MAX_CONNECTIONS // max(1, in_flight)))
 
 
 def _discover_threads(
@@ -200,10 +211,14 @@ def discover_all(
     return [results[t.name] for t in targets]
 
 
-def site_targets(site: Site, hosts: Sequence[Host]) -> list[DiscoveryTarget]:
+def site_targets(site: Site, hosts: Sequence[Host], max_parallel: int | None = None
+                 ) -> list[DiscoveryTarget]:
     """Discovery targets for inventory hosts (credentials resolved when each one opens)."""
-    deadline = site.settings.redfish.discovery_deadline_s
-    return [DiscoveryTarget(h.name, partial(open_bmc, site, h), deadline) for h in hosts]
+    redfish = site.settings.redfish
+    in_flight = min(len(hosts), max_parallel or redfish.max_parallel)
+    per_bmc = connections_per_bmc(redfish.connections, in_flight)
+    return [DiscoveryTarget(h.name, partial(open_bmc, site, h, connections=per_bmc),
+                            redfish.discovery_deadline_s) for h in hosts]
 
 
 def record_results(store: StateStore, results: Sequence[DiscoveryResult]) -> None:
@@ -233,7 +248,8 @@ def discover_site(
 ) -> list[DiscoveryResult]:
     """Discover inventory hosts in parallel and, given a store, record what was learned."""
     parallel = max_parallel or site.settings.redfish.max_parallel or DEFAULT_MAX_PARALLEL
-    results = discover_all(site_targets(site, hosts), max_parallel=parallel, on_result=on_result)
+    results = discover_all(site_targets(site, hosts, parallel), max_parallel=parallel,
+                           on_result=on_result)
     if store is not None:
         record_results(store, results)
     return results
