@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.rack_sim import (  # noqa: E402
     GIB,
     PASSWORD_ENV,
+    Attempt,
     BMCTiming,
     Farm,
     Pacer,
@@ -100,10 +101,17 @@ class RunFigures:
     peak_in_flight: int = 0
     hosts: int = 0
     boot_s: float = 0.0
+    fail_rate: float = 0.0
+    tail: Tail | None = None
+    fail_floor_s: float = 0.0  # the floor given when the failures happened (see tail_of)
 
     @property
     def ratio(self) -> float:
         return self.makespan_s / self.bound_s
+
+    @property
+    def fail_floor_ratio(self) -> float:
+        return self.makespan_s / self.fail_floor_s if self.fail_floor_s else 0.0
 
     @property
     def floor_ratio(self) -> float:
@@ -112,6 +120,50 @@ class RunFigures:
     @property
     def nodes_per_hour(self) -> float:
         return self.ok / self.makespan_s * 3600 if self.makespan_s else 0.0
+
+
+@dataclass
+class Tail:
+    """Which host ended last and why, in simulated seconds since the run began."""
+
+    host: str
+    end_s: float
+    attempts: list[Attempt]
+    cause: str  # retry (its attempt failed), queue (waited for a stream), or start (began late)
+    last_fail_s: float  # the latest failed attempt of any host (0: none failed)
+    min_cycle_s: float  # the fastest successful attempt, power cycle to end, less its queue wait
+    retry_queue_p50_s: float  # queue wait of retried attempts
+
+    @property
+    def fail_s(self) -> float:
+        """When the tail host's first failed attempt ended (0: none failed)."""
+        return next((a.end for a in self.attempts if a.failed), 0.0)
+
+    @property
+    def queue_s(self) -> float:
+        return sum(a.admitted - a.at_gate for a in self.attempts if a.admitted)
+
+
+def tail_of(pacer: Pacer, attempts: dict[str, list[Attempt]]) -> Tail | None:
+    """The host that ended last, what held it up, and when the run's last failure came."""
+    if not pacer.ended:
+        return None
+    host = max(pacer.ended, key=lambda h: pacer.ended[h])
+    own = attempts.get(host, [])
+    every = [a for tries in attempts.values() for a in tries]
+    fails = [a.end for a in every if a.failed]
+    clean = [a.end - a.start - (a.admitted - a.at_gate) for a in every
+             if not a.failed and a.end and a.admitted]
+    retried = [a.admitted - a.at_gate for a in every if a.attempt > 1 and a.admitted]
+    queue = sum(a.admitted - a.at_gate for a in own if a.admitted)
+    if any(a.failed for a in own):
+        cause = "retry"
+    elif own and clean and queue > 0.5 * min(clean):
+        cause = "queue"
+    else:
+        cause = "start"
+    return Tail(host, pacer.ended[host], own, cause, max(fails, default=0.0),
+                min(clean, default=0.0), statistics.median(retried) if retried else 0.0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -149,7 +201,8 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     timing = BMCTiming(clock, args.bmc_latency)
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
                                seed=args.seed, transfer_slots=transfer_slots, retry_s=retry_s,
-                               boot_s=args.boot_s, hold_s=hold_s)
+                               boot_s=args.boot_s, hold_s=hold_s,
+                               prefer_retries=hold_s > 0 and not args.no_prefer)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
@@ -193,6 +246,8 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     if result.wave.bound_s is None:
         raise SystemExit("the site has no image size: the bound cannot be computed")
     first_images = [t[0] for t in backend.stats.transfers.values() if t]
+    tail = tail_of(pacer, backend.stats.attempts)
+    rack_floor = floor(result.results, result.wave.bound_s)
     requests = list(backend.stats.requests.values())
     n = max(1, len(requests))
     return RunFigures(
@@ -222,10 +277,15 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         reasons=sorted({r.reason for r in result.failed}),
         refusals=backend.refusals,
         held_refusals=backend.held_refusals,
-        floor_s=floor(result.results, result.wave.bound_s),
+        floor_s=rack_floor,
         peak_in_flight=pacer.peak,
         hosts=args.hosts,
         boot_s=args.boot_s,
+        fail_rate=args.fail_rate,
+        tail=tail,
+        # a failed attempt's host ends no sooner than the fastest clean attempt after it
+        fail_floor_s=max(rack_floor, tail.last_fail_s + tail.min_cycle_s if tail and
+                         tail.last_fail_s else 0.0),
     )
 
 
@@ -249,7 +309,10 @@ def print_run(f: RunFigures) -> None:
           "and after its last byte")
     if f.planner_estimate_s is not None:
         print(f"  planner's estimate    {f.planner_estimate_s:9.0f} s   (image transfers only)")
-    print(f"  makespan / bound      {f.ratio:9.2f}     (/ floor {f.floor_ratio:.2f})")
+    print(f"  floor with failures   {f.fail_floor_s:9.0f} s   the last failure + the fastest "
+          "clean attempt (power cycle to end, no queue)")
+    print(f"  makespan / bound      {f.ratio:9.2f}     (/ floor {f.floor_ratio:.2f}, / floor with "
+          f"failures {f.fail_floor_ratio:.2f})")
     print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
@@ -268,6 +331,25 @@ def print_run(f: RunFigures) -> None:
           f"({f.injected} injected failures)")
     for reason in f.reasons[:3]:
         print(f"    failed: {reason}")
+    if f.tail is not None:
+        print_tail(f.tail)
+
+
+def print_tail(t: Tail) -> None:
+    """The host that ended last, attempt by attempt."""
+    why = {"retry": f"its attempt failed at {t.fail_s:.0f} s, the retry took "
+                    f"{t.end_s - t.fail_s:.0f} s more",
+           "queue": f"it waited {t.queue_s:.0f} s for a stream",
+           "start": "it started late (hosts in flight)"}[t.cause]
+    print(f"  last host             {t.host} ended at {t.end_s:.0f} s: {why}")
+    for a in t.attempts:
+        print(f"    attempt {a.attempt}: cycle at {a.start:.0f} s, asked for the image at "
+              f"{a.at_gate:.0f} s, streamed {a.admitted:.0f}-{a.streamed:.0f} s, "
+              f"{'failed' if a.failed else 'ended'} at {a.end:.0f} s")
+    if t.last_fail_s:
+        print(f"  last failure          {t.last_fail_s:9.0f} s   (a clean attempt takes "
+              f"{t.min_cycle_s:.0f} s at best; retries waited {t.retry_queue_p50_s:.1f} s for a "
+              "stream, p50)")
 
 
 # -- the lab ----------------------------------------------------------------------------------
@@ -359,6 +441,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hold-s", type=float, default=IMAGE_HOLD_S,
                    help=f"longest hold of a queued image request in the new run "
                    f"(default {IMAGE_HOLD_S:g}, the server's)")
+    p.add_argument("--no-prefer", action="store_true",
+                   help="the new run's retries queue behind first attempts (no StreamGate.prefer)")
     p.add_argument("--no-previous", action="store_true", help="skip the previous default's run")
     p.add_argument("--no-new", action="store_true", help="skip the new default's run")
     p.add_argument("--seed", type=int, default=1)
@@ -443,7 +527,17 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{tag}_makespan_s"] = f"{f.makespan_s:.0f}"
         fields[f"{tag}_bound_s"] = f"{f.bound_s:.0f}"
         fields[f"{tag}_ratio"] = f"{f.ratio:.2f}"
+        fields[f"{tag}_floor_s"] = f"{f.floor_s:.0f}"
         fields[f"{tag}_floor_ratio"] = f"{f.floor_ratio:.2f}"
+        fields[f"{tag}_fail_floor_s"] = f"{f.fail_floor_s:.0f}"
+        fields[f"{tag}_fail_floor_ratio"] = f"{f.fail_floor_ratio:.2f}"
+        if f.tail is not None:
+            fields[f"{tag}_tail_host"] = f.tail.host
+            fields[f"{tag}_tail_cause"] = f.tail.cause
+            fields[f"{tag}_tail_after_fail_s"] = (f"{f.tail.end_s - f.tail.fail_s:.0f}"
+                                                  if f.tail.fail_s else "0")
+            fields[f"{tag}_last_fail_s"] = f"{f.tail.last_fail_s:.0f}"
+            fields[f"{tag}_retry_queue_p50_s"] = f"{f.tail.retry_queue_p50_s:.1f}"
         fields[f"{tag}_util"] = f"{f.utilisation:.2f}"
         fields[f"{tag}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
         fields[f"{tag}_parallel"] = f.parallel

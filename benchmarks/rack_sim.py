@@ -188,6 +188,13 @@ class FarmBMC(RedfishBMC):
                 return m
         raise BMCNotFound(f"the farm has no System {self.system_id}", bmc=self.name)
 
+    def _other_systems(self) -> list[str]:
+        """None: every address lists every host's System, where a real host's BMC lists its own
+        (and a GPU baseboard); discovery would read all N of them for identity fields the fake
+        Systems lack, N requests per host. The collection is still read, as on a real BMC."""
+        super()._other_systems()
+        return []
+
     def discover(self) -> HostFacts:
         """Real discovery, charged its requests' latency."""
         with self.timing.charge(self.client, "discover"):
@@ -244,6 +251,7 @@ class Pacer:
         self._started: dict[str, float] = {}
         self._finished: set[str] = set()
         self.turnaround: dict[str, float] = {}  # host -> simulated seconds, first to last phase
+        self.ended: dict[str, float] = {}  # host -> simulated time of its last phase
         self.peak = 0  # hosts in flight at once, at most
         self._lock = threading.Lock()
         self._wall = time.monotonic()
@@ -259,6 +267,7 @@ class Pacer:
             if last:
                 self._finished.add(host)
                 self.turnaround[host] = self.clock.now - self._started[host]
+                self.ended[host] = self.clock.now
                 done = len(self._finished)
         if first:
             self.clock.start_actor()
@@ -275,12 +284,26 @@ class Pacer:
 
 
 @dataclass
+class Attempt:
+    """One deploy attempt of a host, in simulated seconds since the run began."""
+
+    attempt: int
+    start: float  # the backend's deploy() began (PXE override, power cycle)
+    at_gate: float = 0.0  # the ramdisk asked for the image (after POST)
+    admitted: float = 0.0  # its stream began
+    streamed: float = 0.0  # its stream ended
+    end: float = 0.0  # the attempt returned (ok or failed)
+    failed: bool = False
+
+
+@dataclass
 class BackendStats:
     """What the simulated backend saw, per host."""
 
     requests: dict[str, int] = field(default_factory=dict)  # Redfish requests, all attempts
     transfers: dict[str, list[float]] = field(default_factory=dict)  # simulated seconds each
     queued: dict[str, float] = field(default_factory=dict)  # waiting for a transfer slot
+    attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # per host, in order
     injected_failures: int = 0
 
 
@@ -302,6 +325,7 @@ class SimulatedBackend(DeployBackend):
         retry_s: int | None = None,
         boot_s: float = 0.0,
         hold_s: float | None = None,
+        prefer_retries: bool = False,
     ) -> None:
         self.uplink = uplink
         self.clock = uplink.clock
@@ -325,6 +349,8 @@ class SimulatedBackend(DeployBackend):
         # again, so a freed stream idles until the oldest ticket's next ask.
         self.retry_s = retry_s
         self.hold_s = IMAGE_HOLD_S if hold_s is None else hold_s
+        # today's server: a retried attempt queues ahead of first attempts (StreamGate.prefer)
+        self.prefer_retries = prefer_retries
         self._gate = (
             StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now)
             if transfer_slots and retry_s
@@ -367,13 +393,16 @@ class SimulatedBackend(DeployBackend):
         if not isinstance(bmc, FarmBMC) or name not in self.hosts:
             raise DeployError(f"{name}: not prepared for this run, or no farm BMC (discovery off)")
         phases: dict[str, float] = {}
+        times = Attempt(request.attempt, self.clock.now)
+        with self._lock:
+            self.stats.attempts.setdefault(name, []).append(times)
         try:
             t = self.clock.now
             progress(name, "pxe", "one-time PXE boot, power cycle")
             self._bmc(bmc, "pxe", BootTarget.PXE, PowerAction.CYCLE)
             self.clock.sleep(self.boot_s)
             phases["pxe"] = self.clock.now - t
-            t = self.clock.now
+            t = times.at_gate = self.clock.now
             # the ramdisk is up and asks for the image: the embedded backend's "install"
             progress(name, "install", f"streaming {self.image_bytes / GIB:.1f} GiB")
             if self._slots is not None:
@@ -381,8 +410,10 @@ class SimulatedBackend(DeployBackend):
             elif self._gate is not None:
                 self._admit(name, request.attempt)
             try:
+                times.admitted = self.clock.now
                 phases["queue"] = self.clock.now - t
                 phases["image"] = self.uplink.transfer(self.image_bytes)
+                times.streamed = self.clock.now
             finally:
                 if self._slots is not None:
                     self._slots.release()
@@ -399,6 +430,7 @@ class SimulatedBackend(DeployBackend):
                     self.stats.injected_failures += 1
                 # like the embedded backend, a failed host is left off, not looping in PXE
                 self._bmc(bmc, "reboot", PowerAction.OFF)
+                times.failed = True
                 return DeployOutcome(name, False, "deploy callback: image sha256 mismatch "
                                      "(injected failure)", phases)
             progress(name, "reboot", "installed; booting from disk")
@@ -407,6 +439,7 @@ class SimulatedBackend(DeployBackend):
             phases["reboot"] = self.clock.now - t
             return DeployOutcome(name, True, "", phases)
         finally:
+            times.end = self.clock.now
             with self._lock:
                 self.stats.requests[name] = bmc.client.requests_made
 
@@ -416,6 +449,9 @@ class SimulatedBackend(DeployBackend):
         assert self._gate is not None and self.retry_s is not None
         jitter = random.Random(f"{self.seed}:{name}:{attempt}:jitter")
         gate, clock = self._gate, self.clock
+        if attempt > 1 and self.prefer_retries:
+            with clock.lock:
+                gate.prefer(name)
         while True:
             with clock.lock:
                 if self.hold_s <= 0:

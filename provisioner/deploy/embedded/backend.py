@@ -343,7 +343,7 @@ class EmbeddedBackend(DeployBackend):
             if request.bmc is None:
                 raise DeployError("no BMC to drive (the embedded backend powers hosts)")
             session = self._session(request)
-            self.server.register(session)
+            self.server.register(session, retry=request.attempt > 1)
             self.dnsmasq.add(self._reservation(request))
             return self._drive(request, session, progress, phases)
         except ProvisionerError as exc:

@@ -180,14 +180,17 @@ class DeployServer:
         )
 
     # -- sessions ---------------------------------------------------------------------------
-    def register(self, session: HostSession) -> None:
-        """Serve a host's attempt (replacing any earlier attempt of the same host)."""
+    def register(self, session: HostSession, *, retry: bool = False) -> None:
+        """Serve a host's attempt (replacing any earlier attempt of the same host); a ``retry``
+        (an earlier attempt failed) queues for its image stream ahead of first attempts."""
         with self._lock:
             old = self._by_host.pop(session.host, None)
             if old is not None:
                 self._by_mac.pop(old.mac, None)
             self._by_host[session.host] = session
             self._by_mac[_mac_key(session.mac)] = session
+        if retry and self.gate is not None:
+            self.gate.prefer(_ticket_key(session.host, None))
 
     def unregister(self, host: str) -> None:
         """Stop serving a host."""
