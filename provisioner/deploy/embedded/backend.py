@@ -160,6 +160,9 @@ class EmbeddedBackend(DeployBackend):
             public_url="",
             max_image_streams=max_image_streams(site, settings),
             retry_after_s=settings.image_retry_after_s,
+            hold_s=settings.image_hold_s,
+            # every host in flight may hold a request; beyond that they poll (plain 503s)
+            max_held=settings.max_hosts_in_flight,
         )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):

@@ -40,6 +40,7 @@ from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.sessions import KINDS, CallbackRefused, HostSession
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
+from provisioner.settings.embedded import DEFAULT_IMAGE_HOLD_S, DEFAULT_MAX_HOSTS_IN_FLIGHT
 
 log = logging.getLogger("provisioner.deploy.http")
 _PHONE_HOME = re.compile(r"(/phone-home/[^/]+/)[^/?]+")
@@ -51,9 +52,8 @@ _RELEASE = "provisioner.release_stream"  # environ key: gives back the request's
 MAX_URL = 4096
 MAX_BODY = 8 * 1024 * 1024
 _LOGGED_PATH = 200
-# A held image request waits this long at most: far below busybox wget's 900 s read timeout and
-# any proxy's idle timeout; the ramdisk asks again at once after a held 503.
-IMAGE_HOLD_S = 25.0
+# A held image request waits this long at most by default (settings.embedded.image_hold_s).
+IMAGE_HOLD_S = DEFAULT_IMAGE_HOLD_S
 # A held 503's reason phrase: the ramdisk (busybox wget shows only the status line) asks again
 # at once after it, and waits Retry-After after a plain 503.
 HELD_REASON = "Stream Queue Hold Expired"
@@ -144,6 +144,7 @@ class DeployServer:
         max_image_streams: int | None = None,
         retry_after_s: int = 1,
         hold_s: float = IMAGE_HOLD_S,
+        max_held: int = DEFAULT_MAX_HOSTS_IN_FLIGHT,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -155,7 +156,7 @@ class DeployServer:
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
-            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30)
+            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30, max_held=max_held)
             if max_image_streams
             else None
         )

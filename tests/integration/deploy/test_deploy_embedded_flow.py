@@ -270,6 +270,9 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
     assert bmc.seen["IMAGE_URL"].endswith("?host=flow01")
     assert bmc.seen["IMAGE_RETRY_S"] == "1" and int(bmc.seen["IMAGE_WAIT_S"]) >= 60
     assert bmc.seen["image_status"] == "200"
+    # the server holds busy image requests as the site says (defaults: 25 s, 512 at once)
+    assert backend.server is not None and backend.server.gate is not None
+    assert backend.server.hold_s == 25.0 and backend.server.gate.max_held == 512
     assert "hostname: flow01" in bmc.seen["user-data"]
     assert out.log == "deploy: sha256 verified: x\n"
     # the host's reservation is withdrawn once it is done
