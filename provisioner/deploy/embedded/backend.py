@@ -419,9 +419,18 @@ class EmbeddedBackend(DeployBackend):
         progress(
             name, "install", "writing the image" if request.method == "image" else "installing"
         )
-        report = session.wait_for((FINISHED, FAILED), left(request.timeout_s))
+        # a host that got its whole image has all it needs: it reports within the callback
+        # timeout or it is declared failed then, not at the end of the deploy timeout
+        report = session.wait_for((FINISHED, FAILED), left(request.timeout_s),
+                                  after_image_s=st.callback_timeout_s)
         phases["install"] = time.monotonic() - t
         if report is None:
+            if session.image_sent_at is not None:
+                raise DeployError(
+                    f"the host got its whole image but did not report 'finished' within "
+                    f"{st.callback_timeout_s:.0f} s (settings.embedded.callback_timeout_s)",
+                    hint="check its console: the deploy ramdisk stopped after the image "
+                    "(disk write, partition growth, seed)")
             raise DeployError(f"the install did not finish within {request.timeout_s:.0f} s")
         if report.kind == FAILED:
             raise DeployError(failure_reason(report.log))

@@ -19,7 +19,7 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,18 @@ def _ticket_key(host: str | None, address: str | None) -> str:
     # the image URL handed to a host carries ?host=<name>: one ticket per host session even
     # behind NAT; a bare request is keyed by its client address
     return f"host {host}" if host else f"address {address}"
+
+
+def _then(body: Iterable[bytes], done: Callable[[], None]) -> Iterator[bytes]:
+    """Yield ``body``; call ``done()`` once every chunk went out (not when the client drops:
+    werkzeug then closes the iterator mid-way)."""
+    try:
+        yield from body
+    finally:
+        close = getattr(body, "close", None)
+        if callable(close):
+            close()
+    done()
 
 
 def _client_gone(environ: dict[str, Any]) -> Callable[[], bool] | None:
@@ -237,9 +249,11 @@ class DeployServer:
         # the image URL handed to it)
         host = request.args.get("host")
         with self._lock:
-            known = host is not None and host in self._by_host
-        if known and host is not None:
+            session = self._by_host.get(host) if host is not None else None
+        if session is not None and host is not None:
             body = counted(body, host, response.content_length)
+            if response.status_code == 200:  # the whole image, not a range of it
+                body = _then(body, session.image_sent)
         # werkzeug's server closes the iterator when the body is sent and when the client
         # drops mid-stream (a write error): either way the stream goes back to the gate
         return ClosingIterator(body, [release])

@@ -176,6 +176,8 @@ class RamdiskBMC:
         requests.post(f"{cb}/started", data="ramdisk up", headers=hdr, timeout=5)
         if "IMAGE_URL" in env:  # through the stream gate, as deploy.sh fetches it
             self.seen["image_status"] = str(requests.get(env["IMAGE_URL"], timeout=5).status_code)
+        if self.outcome == "hang":  # got its image, then stopped (a disk write that hangs)
+            return
         if self.outcome == "nodisk":
             log = (
                 "deploy: FAILED: root disk hint: no disk matches the hint serial=FLOW-ROOT ...\n"
@@ -387,3 +389,19 @@ def test_autoinstall_needs_its_settings(backend: EmbeddedBackend, tmp_path: Path
     assert not out.ok
     assert "settings.embedded.autoinstall" in out.reason
     assert req.bmc.actions == []  # refused before touching the host
+
+
+def test_a_host_that_got_its_image_and_went_silent_fails_at_the_callback_timeout(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings",
+                        lambda s: real(s).model_copy(update={"callback_timeout_s": 1.0}))
+    out, bmc, phases = _deploy(backend, tmp_path, netns, "hang")
+    assert bmc.seen["image_status"] == "200"
+    assert not out.ok and phases == ["pxe", "install"]
+    # declared failed 1 s after its image, not at the end of the 30 s deploy timeout
+    assert "got its whole image but did not report 'finished' within 1 s" in out.reason
+    assert bmc.actions[-1] == "off"
