@@ -48,7 +48,8 @@ class EmbeddedSettings(BaseModel):
     dynamic_range: str | None = None  # "a.b.c.d,a.b.c.e": a dynamic pool; none unless asked
     ramdisk_flavour: str = "cloud-amd64"  # Debian kernel flavour of the deploy ramdisk
     boot_firmware: Literal["auto", "bios", "uefi"] = "auto"
-    callback_timeout_s: float = Field(default=600.0, gt=0)  # PXE to "started"
+    # PXE to "started", and the whole image sent to "finished" (else the attempt fails then)
+    callback_timeout_s: float = Field(default=600.0, gt=0)
     power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
     # the hosts' provisioning link speed: the workflow sizes waves with it (backend.host_link_gbps)
