@@ -67,6 +67,7 @@ from provisioner.state import DONE_STATES, StateStore  # noqa: E402
 from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
 
 DEFAULT_RETRY_S: int = EmbeddedSettings.model_fields["image_retry_after_s"].default
+DEFAULT_IMAGE_ATTEMPTS: int = EmbeddedSettings.model_fields["image_attempts"].default
 
 
 @dataclass
@@ -95,6 +96,7 @@ class RunFigures:
     utilisation: float
     wall_s: float
     reasons: list[str]
+    image_injected: int = 0  # streams that did not verify
     refusals: int = 0  # 503s answered by the real gate (retry_s runs)
     held_refusals: int = 0  # of which after a hold ran out (asked again at once)
     floor_s: float = 0.0  # bound + fastest host's time before its first / after its last byte
@@ -203,7 +205,10 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
                                seed=args.seed, transfer_slots=transfer_slots, retry_s=retry_s,
                                boot_s=args.boot_s, hold_s=hold_s,
-                               prefer_retries=hold_s > 0 and not args.no_prefer)
+                               prefer_retries=hold_s > 0 and not args.no_prefer,
+                               image_fail_rate=args.image_fail_rate,
+                               # the previous ramdisk failed the attempt on the first bad stream
+                               image_attempts=args.image_attempts if hold_s > 0 else 1)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
@@ -276,6 +281,7 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         utilisation=uplink.utilisation,
         wall_s=wall,
         reasons=sorted({r.reason for r in result.failed}),
+        image_injected=backend.stats.injected_image_failures,
         refusals=backend.refusals,
         held_refusals=backend.held_refusals,
         floor_s=rack_floor,
@@ -328,8 +334,9 @@ def print_run(f: RunFigures) -> None:
     split = ", ".join(f"{k} {v:.1f}" for k, v in f.requests_by_phase.items())
     print(f"  Redfish requests      {f.requests_per_host:9.1f}     per host, all attempts "
           f"({split})")
+    corrupt = f", {f.image_injected} streams that did not verify" if f.image_injected else ""
     print(f"  hosts                 {f.ok} ok, {f.failed} failed, {f.retried} retried "
-          f"({f.injected} injected failures)")
+          f"({f.injected} injected failures{corrupt})")
     for reason in f.reasons[:3]:
         print(f"    failed: {reason}")
     if f.tail is not None:
@@ -429,8 +436,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="simulated POST time after each power cycle, one run per value "
                    "(default 0 120)")
     p.add_argument("--fail-rate", type=float, default=0.02,
-                   help="fraction of deploy attempts that fail after the transfer")
+                   help="fraction of deploy attempts that fail after the transfer, needing a "
+                   "new power cycle (e.g. a disk write error; default 0.02)")
     p.add_argument("--retries", type=int, default=1, help="settings.deploy_retries")
+    p.add_argument("--image-fail-rate", type=float, default=0.0,
+                   help="fraction of image streams that do not verify (the ramdisk streams "
+                   "again, up to --image-attempts; default 0)")
+    p.add_argument("--image-attempts", type=int, default=DEFAULT_IMAGE_ATTEMPTS,
+                   help="streams a ramdisk tries in the new run (settings.embedded."
+                   f"image_attempts, default {DEFAULT_IMAGE_ATTEMPTS}; the previous run: 1)")
     p.add_argument("--planned", action="store_true",
                    help="also run the old planner's wave (no stream gate)")
     p.add_argument("--max-parallel", type=int, default=0,
@@ -456,8 +470,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not all(1 <= h <= 10000 for h in args.hosts):  # the site's /16 holds 500 racks of 20
         p.error("--hosts must be between 1 and 10000")
-    if not 0 <= args.fail_rate < 1:
-        p.error("--fail-rate must be in [0, 1)")
+    if not (0 <= args.fail_rate < 1 and 0 <= args.image_fail_rate < 1):
+        p.error("--fail-rate and --image-fail-rate must be in [0, 1)")
     return args
 
 
@@ -482,9 +496,9 @@ def scenario(tmp: Path, args: argparse.Namespace) -> list[RunFigures]:
         # the runner plans hosts in flight itself from the backend's stream count
         run("new", None, image_streams(args.uplink_gbps, args.host_link_gbps, STREAM_SHARE),
             args.retry_s, hold_s=args.hold_s)
-    if args.reference and not args.no_new and args.fail_rate:
+    if args.reference and not args.no_new and (args.fail_rate or args.image_fail_rate):
         # the same rack without failures: what the failures' retries cost
-        clean = argparse.Namespace(**{**vars(args), "fail_rate": 0.0})
+        clean = argparse.Namespace(**{**vars(args), "fail_rate": 0.0, "image_fail_rate": 0.0})
         runs.append(run_rack(tmp, clean, "new_nofail", None, image_streams(
             args.uplink_gbps, args.host_link_gbps, STREAM_SHARE), args.retry_s,
             hold_s=args.hold_s))
@@ -506,7 +520,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.uplink_gbps:g} Gb/s uplink, {args.host_link_gbps:g} Gb/s per host; a BMC "
           f"answers in {args.bmc_latency:g} s, a host POSTs in "
           f"{' or '.join(f'{b:g}' for b in args.boot_s)} s; {args.fail_rate:.0%} of attempts "
-          f"fail, {args.retries} retry. Times in simulated seconds.")
+          f"fail after their image"
+          + (f", {args.image_fail_rate:.0%} of streams do not verify" if args.image_fail_rate
+             else "")
+          + f"; {args.retries} retry. Times in simulated seconds.")
     started = time.monotonic()
     runs: list[RunFigures] = []
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # the emulator's sqlite
@@ -561,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{tag}_failed"] = f.failed
         fields[f"{tag}_retried"] = f.retried
         fields[f"{tag}_injected"] = f.injected
+        if f.image_injected:
+            fields[f"{tag}_image_injected"] = f.image_injected
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))

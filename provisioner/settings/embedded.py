@@ -64,6 +64,10 @@ class EmbeddedSettings(BaseModel):
     # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
     # says why before the orchestrator stops waiting).
     image_wait_s: float = Field(default=7200.0, gt=0)
+    # Streams of the image a host's ramdisk tries before it reports a failure: a stream that
+    # breaks or does not verify is fetched again from the running ramdisk (queued ahead of first
+    # attempts), far cheaper than a failed attempt's power cycle and POST.
+    image_attempts: int = Field(default=2, ge=1, le=5)
     # How long a busy image request waits in the server for a stream before a "503 Stream Queue
     # Hold Expired" (the ramdisk asks again at once); 0: no hold, every busy answer is a plain
     # 503 and the ramdisk polls. Keep it below busybox wget's 900 s read timeout and the idle

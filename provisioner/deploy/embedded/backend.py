@@ -297,6 +297,8 @@ class EmbeddedBackend(DeployBackend):
                 "IMAGE_WAIT_S": str(int(self._image_wait_s(request.timeout_s))),
                 # busybox wget cannot show a 503's Retry-After: hand the ramdisk its value
                 "IMAGE_RETRY_S": str(settings.image_retry_after_s),
+                # a broken or corrupt stream is streamed again from the running ramdisk
+                "IMAGE_ATTEMPTS": str(settings.image_attempts),
                 "IMAGE_SHA256": self.image.sha256,
                 "ROOT_PART": str(self.image.root_partition or ""),
                 "SEED_URL": f"{base}/deploy/{host.name}/seed",

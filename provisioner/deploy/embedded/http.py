@@ -323,8 +323,14 @@ class DeployServer:
         """Take an image stream for this request (None), or the 503 that refuses it."""
         assert self.gate is not None
         gate = self.gate
-        key = _ticket_key(request.args.get("host"), request.remote_addr)
+        host = request.args.get("host")
+        key = _ticket_key(host, request.remote_addr)
         what = f"{request.remote_addr} ({key})"
+        with self._lock:
+            session = self._by_host.get(host) if host is not None else None
+        if session is not None and session.image_streams:
+            # its ramdisk streams again (a broken or corrupt stream): ahead of first attempts
+            gate.prefer(key)
         a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ))
         if not a.admitted:
             # the first refusal of a ticket at info, its retries at debug: no log flood
@@ -350,6 +356,8 @@ class DeployServer:
                     "Cache-Control": "no-store",
                 },
             )
+        if session is not None:
+            session.image_admitted()
         log.info(
             "image stream %d/%d admitted for %s %s after %.0f s in the queue",
             a.active,

@@ -70,6 +70,7 @@ class HostSession:
     # when the server finished sending this attempt's whole image (time.monotonic()); None: not
     # yet. From then on the host has all it needs to report within the callback timeout.
     image_sent_at: float | None = None
+    image_streams: int = 0  # image streams admitted for this attempt (the ramdisk may re-stream)
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __repr__(self) -> str:
@@ -145,6 +146,13 @@ class HostSession:
             self.reports[BOOTED] = Report(BOOTED, time.monotonic(), "")
             self.changed.notify_all()
 
+    def image_admitted(self) -> None:
+        """A stream of the image begins for this host: until it is sent, no image is."""
+        with self.changed:
+            self.image_streams += 1
+            self.image_sent_at = None
+            self.changed.notify_all()
+
     def image_sent(self) -> None:
         """The server sent this host its whole image (a complete 200, not a range)."""
         with self.changed:
@@ -163,9 +171,10 @@ class HostSession:
                 for k in kinds:
                     if k in self.reports:
                         return self.reports[k]
+                until = deadline
                 if after_image_s is not None and self.image_sent_at is not None:
-                    deadline = min(deadline, self.image_sent_at + after_image_s)
-                left = deadline - time.monotonic()
+                    until = min(deadline, self.image_sent_at + after_image_s)
+                left = until - time.monotonic()
                 if left <= 0:
                     return None
                 self.changed.wait(min(left, 1.0))

@@ -220,3 +220,17 @@ def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_benchmark_streams_that_do_not_verify_are_streamed_again(tmp_path: Path) -> None:
+    # half the streams do not verify: the new default's ramdisk streams again (2 in all) before
+    # it fails the attempt; seed 1 draws at least one bad stream among 4 hosts
+    proc = run_bench(["--hosts", "4", "--boot-s", "0", "--uplink-gbps", "20", "--no-previous",
+                      "--fail-rate", "0", "--image-fail-rate", "0.5", "--retries", "1"],
+                     tmp_path, 600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = parse_result(proc.stdout)
+    bad = int(r["h4_p0_new_image_injected"])
+    assert bad >= 1 and "streams that did not verify" in proc.stdout
+    assert r["h4_p0_new_injected"] == "0"  # no failure after the image was asked for
+    assert "50% of streams do not verify" in proc.stdout

@@ -271,6 +271,7 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
     # the image URL carries the host's ticket at the stream gate; the retry/give-up settings
     assert bmc.seen["IMAGE_URL"].endswith("?host=flow01")
     assert bmc.seen["IMAGE_RETRY_S"] == "1" and int(bmc.seen["IMAGE_WAIT_S"]) >= 60
+    assert bmc.seen["IMAGE_ATTEMPTS"] == "2"  # a stream that does not verify is fetched again
     assert bmc.seen["image_status"] == "200"
     # the server holds busy image requests as the site says (defaults: 25 s, 512 at once)
     assert backend.server is not None and backend.server.gate is not None
