@@ -25,6 +25,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -489,7 +490,7 @@ class SimulatedBackend(DeployBackend):
                     answer = gate.try_admit(name)
                 else:
                     waiter = clock.waiter_locked()
-                    h = gate.hold(name, lambda w=waiter: clock.release_locked(w))
+                    h = gate.hold(name, partial(clock.release_locked, waiter))
                     if h.admission is None:  # held: until handed a stream or the hold runs out
 
                         def expire(h: Any = h, w: Any = waiter) -> None:
