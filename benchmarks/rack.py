@@ -131,7 +131,7 @@ class Tail:
     host: str
     end_s: float
     attempts: list[Attempt]
-    cause: str  # retry (its attempt failed), queue (waited for a stream), or start (began late)
+    cause: str  # retry (its attempt failed), queue (waited for a stream), start (began late)
     last_fail_s: float  # the latest retried failed attempt of any host (0: none)
     min_cycle_s: float  # the fastest successful attempt, power cycle to end, less its queue wait
     retry_queue_p50_s: float  # queue wait of retried attempts
@@ -161,7 +161,7 @@ def tail_of(pacer: Pacer, attempts: dict[str, list[Attempt]]) -> Tail | None:
     queue = sum(a.admitted - a.at_gate for a in own if a.admitted)
     if any(a.failed for a in own):
         cause = "retry"
-    elif own and clean and queue > 0.5 * min(clean):
+    elif own and clean and queue > max(1.0, 0.05 * min(clean)):  # it streamed late
         cause = "queue"
     else:
         cause = "start"
@@ -347,7 +347,8 @@ def print_tail(t: Tail) -> None:
     """The host that ended last, attempt by attempt."""
     why = {"retry": f"its attempt failed at {t.fail_s:.0f} s, the retry took "
                     f"{t.end_s - t.fail_s:.0f} s more",
-           "queue": f"it waited {t.queue_s:.0f} s for a stream",
+           "queue": f"it waited {t.queue_s:.0f} s for a stream (the queue is first come, "
+                    "first served)",
            "start": "it started late (hosts in flight)"}[t.cause]
     print(f"  last host             {t.host} ended at {t.end_s:.0f} s: {why}")
     for a in t.attempts:
