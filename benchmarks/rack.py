@@ -15,12 +15,16 @@ uplink; 64 hosts in flight; a busy answer is a 503 the host retries after 1 s pl
 the next released stream at once; hosts in flight adapt, provisioner/workflow/inflight.py), both
 through the embedded server's real StreamGate. ``--planned`` adds the old planner's wave (no
 gate), ``--max-parallel K`` K deploys at once ungated (oversubscribed) and through an ideal queue
-(gated). Each prints the makespan against the bound ``image bytes x hosts / uplink`` and the
-floor (the bound plus the fastest host's time before its first and after its last image byte),
+(gated), ``--reference`` the new default without failures. Each prints the makespan against
+the bound ``image bytes x hosts / uplink``, the floor (the bound plus the fastest host's time
+before its first and after its last image byte) and the floor with failures (the last retried
+failure plus the fastest clean attempt), the host that ended last and why (attempt by attempt),
 uplink use while streaming, nodes per hour, per-host image time and Redfish requests per host.
+Failures: ``--fail-rate`` of attempts fail after their image (a new power cycle),
+``--image-fail-rate`` of streams do not verify (the new default's ramdisk streams again).
 ``--lab`` also times `provision rack` on the lab's hosts.
 
-    .venv/bin/python benchmarks/rack.py [--hosts 128 512] [--boot-s 0 120] [--planned] [--lab]
+    .venv/bin/python benchmarks/rack.py [--hosts 128 512] [--boot-s 0 120] [--reference] [--lab]
 
 Ends with one line: ``RESULT key=value ...``.
 """
