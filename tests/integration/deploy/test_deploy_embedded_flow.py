@@ -406,3 +406,18 @@ def test_a_host_that_got_its_image_and_went_silent_fails_at_the_callback_timeout
     # declared failed 1 s after its image, not at the end of the 30 s deploy timeout
     assert "got its whole image but did not report 'finished' within 1 s" in out.reason
     assert bmc.actions[-1] == "off"
+
+
+def test_the_servers_hold_and_held_requests_follow_the_site(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings", lambda s: real(s).model_copy(
+        update={"image_hold_s": 3.0, "max_hosts_in_flight": 7, "image_attempts": 3}))
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "ok")
+    assert out.ok, out.reason
+    assert backend.server is not None and backend.server.gate is not None
+    assert backend.server.hold_s == 3.0 and backend.server.gate.max_held == 7
+    assert bmc.seen["IMAGE_ATTEMPTS"] == "3"
