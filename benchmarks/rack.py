@@ -15,12 +15,16 @@ uplink; 64 hosts in flight; a busy answer is a 503 the host retries after 1 s pl
 the next released stream at once; hosts in flight adapt, provisioner/workflow/inflight.py), both
 through the embedded server's real StreamGate. ``--planned`` adds the old planner's wave (no
 gate), ``--max-parallel K`` K deploys at once ungated (oversubscribed) and through an ideal queue
-(gated). Each prints the makespan against the bound ``image bytes x hosts / uplink`` and the
-floor (the bound plus the fastest host's time before its first and after its last image byte),
+(gated), ``--reference`` the new default without failures. Each prints the makespan against
+the bound ``image bytes x hosts / uplink``, the floor (the bound plus the fastest host's time
+before its first and after its last image byte) and the floor with failures (the last retried
+failure plus the fastest clean attempt), the host that ended last and why (attempt by attempt),
 uplink use while streaming, nodes per hour, per-host image time and Redfish requests per host.
+Failures: ``--fail-rate`` of attempts fail after their image (a new power cycle),
+``--image-fail-rate`` of streams do not verify (the new default's ramdisk streams again).
 ``--lab`` also times `provision rack` on the lab's hosts.
 
-    .venv/bin/python benchmarks/rack.py [--hosts 128 512] [--boot-s 0 120] [--planned] [--lab]
+    .venv/bin/python benchmarks/rack.py [--hosts 128 512] [--boot-s 0 120] [--reference] [--lab]
 
 Ends with one line: ``RESULT key=value ...``.
 """
@@ -49,6 +53,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.rack_sim import (  # noqa: E402
     GIB,
     PASSWORD_ENV,
+    Attempt,
     BMCTiming,
     Farm,
     Pacer,
@@ -66,6 +71,7 @@ from provisioner.state import DONE_STATES, StateStore  # noqa: E402
 from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
 
 DEFAULT_RETRY_S: int = EmbeddedSettings.model_fields["image_retry_after_s"].default
+DEFAULT_IMAGE_ATTEMPTS: int = EmbeddedSettings.model_fields["image_attempts"].default
 
 
 @dataclass
@@ -94,16 +100,24 @@ class RunFigures:
     utilisation: float
     wall_s: float
     reasons: list[str]
+    image_injected: int = 0  # streams that did not verify
     refusals: int = 0  # 503s answered by the real gate (retry_s runs)
     held_refusals: int = 0  # of which after a hold ran out (asked again at once)
     floor_s: float = 0.0  # bound + fastest host's time before its first / after its last byte
     peak_in_flight: int = 0
     hosts: int = 0
     boot_s: float = 0.0
+    fail_rate: float = 0.0
+    tail: Tail | None = None
+    fail_floor_s: float = 0.0  # the floor given when the failures happened (see tail_of)
 
     @property
     def ratio(self) -> float:
         return self.makespan_s / self.bound_s
+
+    @property
+    def fail_floor_ratio(self) -> float:
+        return self.makespan_s / self.fail_floor_s if self.fail_floor_s else 0.0
 
     @property
     def floor_ratio(self) -> float:
@@ -112,6 +126,51 @@ class RunFigures:
     @property
     def nodes_per_hour(self) -> float:
         return self.ok / self.makespan_s * 3600 if self.makespan_s else 0.0
+
+
+@dataclass
+class Tail:
+    """Which host ended last and why, in simulated seconds since the run began."""
+
+    host: str
+    end_s: float
+    attempts: list[Attempt]
+    cause: str  # retry (its attempt failed), queue (waited for a stream), start (began late)
+    last_fail_s: float  # the latest retried failed attempt of any host (0: none)
+    min_cycle_s: float  # the fastest successful attempt, power cycle to end, less its queue wait
+    retry_queue_p50_s: float  # queue wait of retried attempts
+
+    @property
+    def fail_s(self) -> float:
+        """When the tail host's first failed attempt ended (0: none failed)."""
+        return next((a.end for a in self.attempts if a.failed), 0.0)
+
+    @property
+    def queue_s(self) -> float:
+        return sum(a.admitted - a.at_gate for a in self.attempts if a.admitted)
+
+
+def tail_of(pacer: Pacer, attempts: dict[str, list[Attempt]]) -> Tail | None:
+    """The host that ended last, what held it up, and when the run's last failure came."""
+    if not pacer.ended:
+        return None
+    host = max(pacer.ended, key=lambda h: pacer.ended[h])
+    own = attempts.get(host, [])
+    every = [a for tries in attempts.values() for a in tries]
+    # failed attempts that were retried (a host's last failure ends it: no cycle follows)
+    fails = [a.end for tries in attempts.values() for a in tries[:-1] if a.failed]
+    clean = [a.end - a.start - (a.admitted - a.at_gate) for a in every
+             if not a.failed and a.end and a.admitted]
+    retried = [a.admitted - a.at_gate for a in every if a.attempt > 1 and a.admitted]
+    queue = sum(a.admitted - a.at_gate for a in own if a.admitted)
+    if any(a.failed for a in own):
+        cause = "retry"
+    elif own and clean and queue > max(1.0, 0.05 * min(clean)):  # it streamed late
+        cause = "queue"
+    else:
+        cause = "start"
+    return Tail(host, pacer.ended[host], own, cause, max(fails, default=0.0),
+                min(clean, default=0.0), statistics.median(retried) if retried else 0.0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -149,7 +208,11 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     timing = BMCTiming(clock, args.bmc_latency)
     backend = SimulatedBackend(uplink, timing, image_bytes, fail_rate=args.fail_rate,
                                seed=args.seed, transfer_slots=transfer_slots, retry_s=retry_s,
-                               boot_s=args.boot_s, hold_s=hold_s)
+                               boot_s=args.boot_s, hold_s=hold_s,
+                               prefer_retries=hold_s > 0 and not args.no_prefer,
+                               image_fail_rate=args.image_fail_rate,
+                               # the previous ramdisk failed the attempt on the first bad stream
+                               image_attempts=args.image_attempts if hold_s > 0 else 1)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
@@ -193,6 +256,8 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
     if result.wave.bound_s is None:
         raise SystemExit("the site has no image size: the bound cannot be computed")
     first_images = [t[0] for t in backend.stats.transfers.values() if t]
+    tail = tail_of(pacer, backend.stats.attempts)
+    rack_floor = floor(result.results, result.wave.bound_s)
     requests = list(backend.stats.requests.values())
     n = max(1, len(requests))
     return RunFigures(
@@ -220,12 +285,18 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         utilisation=uplink.utilisation,
         wall_s=wall,
         reasons=sorted({r.reason for r in result.failed}),
+        image_injected=backend.stats.injected_image_failures,
         refusals=backend.refusals,
         held_refusals=backend.held_refusals,
-        floor_s=floor(result.results, result.wave.bound_s),
+        floor_s=rack_floor,
         peak_in_flight=pacer.peak,
         hosts=args.hosts,
         boot_s=args.boot_s,
+        fail_rate=args.fail_rate,
+        tail=tail,
+        # a failed attempt's host ends no sooner than the fastest clean attempt after it
+        fail_floor_s=max(rack_floor, tail.last_fail_s + tail.min_cycle_s if tail and
+                         tail.last_fail_s else 0.0),
     )
 
 
@@ -249,7 +320,10 @@ def print_run(f: RunFigures) -> None:
           "and after its last byte")
     if f.planner_estimate_s is not None:
         print(f"  planner's estimate    {f.planner_estimate_s:9.0f} s   (image transfers only)")
-    print(f"  makespan / bound      {f.ratio:9.2f}     (/ floor {f.floor_ratio:.2f})")
+    print(f"  floor with failures   {f.fail_floor_s:9.0f} s   the last failure + the fastest "
+          "clean attempt (power cycle to end, no queue)")
+    print(f"  makespan / bound      {f.ratio:9.2f}     (/ floor {f.floor_ratio:.2f}, / floor with "
+          f"failures {f.fail_floor_ratio:.2f})")
     print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
@@ -264,10 +338,31 @@ def print_run(f: RunFigures) -> None:
     split = ", ".join(f"{k} {v:.1f}" for k, v in f.requests_by_phase.items())
     print(f"  Redfish requests      {f.requests_per_host:9.1f}     per host, all attempts "
           f"({split})")
+    corrupt = f", {f.image_injected} streams that did not verify" if f.image_injected else ""
     print(f"  hosts                 {f.ok} ok, {f.failed} failed, {f.retried} retried "
-          f"({f.injected} injected failures)")
+          f"({f.injected} injected failures{corrupt})")
     for reason in f.reasons[:3]:
         print(f"    failed: {reason}")
+    if f.tail is not None:
+        print_tail(f.tail)
+
+
+def print_tail(t: Tail) -> None:
+    """The host that ended last, attempt by attempt."""
+    why = {"retry": f"its attempt failed at {t.fail_s:.0f} s, the retry took "
+                    f"{t.end_s - t.fail_s:.0f} s more",
+           "queue": f"it waited {t.queue_s:.0f} s for a stream (the queue is first come, "
+                    "first served)",
+           "start": "it started late (hosts in flight)"}[t.cause]
+    print(f"  last host             {t.host} ended at {t.end_s:.0f} s: {why}")
+    for a in t.attempts:
+        print(f"    attempt {a.attempt}: cycle at {a.start:.0f} s, asked for the image at "
+              f"{a.at_gate:.0f} s, streamed {a.admitted:.0f}-{a.streamed:.0f} s, "
+              f"{'failed' if a.failed else 'ended'} at {a.end:.0f} s")
+    if t.last_fail_s:
+        print(f"  last failure          {t.last_fail_s:9.0f} s   (a clean attempt takes "
+              f"{t.min_cycle_s:.0f} s at best; retries waited {t.retry_queue_p50_s:.1f} s for a "
+              "stream, p50)")
 
 
 # -- the lab ----------------------------------------------------------------------------------
@@ -346,8 +441,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="simulated POST time after each power cycle, one run per value "
                    "(default 0 120)")
     p.add_argument("--fail-rate", type=float, default=0.02,
-                   help="fraction of deploy attempts that fail after the transfer")
+                   help="fraction of deploy attempts that fail after the transfer, needing a "
+                   "new power cycle (e.g. a disk write error; default 0.02)")
     p.add_argument("--retries", type=int, default=1, help="settings.deploy_retries")
+    p.add_argument("--image-fail-rate", type=float, default=0.0,
+                   help="fraction of image streams that do not verify (the ramdisk streams "
+                   "again, up to --image-attempts; default 0)")
+    p.add_argument("--image-attempts", type=int, default=DEFAULT_IMAGE_ATTEMPTS,
+                   help="streams a ramdisk tries in the new run (settings.embedded."
+                   f"image_attempts, default {DEFAULT_IMAGE_ATTEMPTS}; the previous run: 1)")
     p.add_argument("--planned", action="store_true",
                    help="also run the old planner's wave (no stream gate)")
     p.add_argument("--max-parallel", type=int, default=0,
@@ -359,6 +461,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hold-s", type=float, default=IMAGE_HOLD_S,
                    help=f"longest hold of a queued image request in the new run "
                    f"(default {IMAGE_HOLD_S:g}, the server's)")
+    p.add_argument("--no-prefer", action="store_true",
+                   help="the new run's retries queue behind first attempts (no StreamGate.prefer)")
+    p.add_argument("--reference", action="store_true",
+                   help="also run the new default without failures (what the retries cost)")
     p.add_argument("--no-previous", action="store_true", help="skip the previous default's run")
     p.add_argument("--no-new", action="store_true", help="skip the new default's run")
     p.add_argument("--seed", type=int, default=1)
@@ -369,8 +475,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not all(1 <= h <= 10000 for h in args.hosts):  # the site's /16 holds 500 racks of 20
         p.error("--hosts must be between 1 and 10000")
-    if not 0 <= args.fail_rate < 1:
-        p.error("--fail-rate must be in [0, 1)")
+    if not (0 <= args.fail_rate < 1 and 0 <= args.image_fail_rate < 1):
+        p.error("--fail-rate and --image-fail-rate must be in [0, 1)")
     return args
 
 
@@ -395,6 +501,13 @@ def scenario(tmp: Path, args: argparse.Namespace) -> list[RunFigures]:
         # the runner plans hosts in flight itself from the backend's stream count
         run("new", None, image_streams(args.uplink_gbps, args.host_link_gbps, STREAM_SHARE),
             args.retry_s, hold_s=args.hold_s)
+    if args.reference and not args.no_new and (args.fail_rate or args.image_fail_rate):
+        # the same rack without failures: what the failures' retries cost
+        clean = argparse.Namespace(**{**vars(args), "fail_rate": 0.0, "image_fail_rate": 0.0})
+        runs.append(run_rack(tmp, clean, "new_nofail", None, image_streams(
+            args.uplink_gbps, args.host_link_gbps, STREAM_SHARE), args.retry_s,
+            hold_s=args.hold_s))
+        print_run(runs[-1])
     if args.max_parallel:
         run("oversubscribed", args.max_parallel, None)
         if not args.no_gated:
@@ -412,7 +525,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.uplink_gbps:g} Gb/s uplink, {args.host_link_gbps:g} Gb/s per host; a BMC "
           f"answers in {args.bmc_latency:g} s, a host POSTs in "
           f"{' or '.join(f'{b:g}' for b in args.boot_s)} s; {args.fail_rate:.0%} of attempts "
-          f"fail, {args.retries} retry. Times in simulated seconds.")
+          f"fail after their image"
+          + (f", {args.image_fail_rate:.0%} of streams do not verify" if args.image_fail_rate
+             else "")
+          + f"; {args.retries} retry. Times in simulated seconds.")
     started = time.monotonic()
     runs: list[RunFigures] = []
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # the emulator's sqlite
@@ -438,12 +554,25 @@ def main(argv: list[str] | None = None) -> int:
                       == (label, max(args.hosts), boot)), None)
             if f is not None:
                 fields[key + name] = f"{f.ratio:.2f}"
+                if label == "new":
+                    fields[key + "floor_ratio"] = f"{f.floor_ratio:.2f}"
+                    fields[key + "fail_floor_ratio"] = f"{f.fail_floor_ratio:.2f}"
     for f in runs:
         tag = f"h{f.hosts}_p{f.boot_s:g}_{f.label}"
         fields[f"{tag}_makespan_s"] = f"{f.makespan_s:.0f}"
         fields[f"{tag}_bound_s"] = f"{f.bound_s:.0f}"
         fields[f"{tag}_ratio"] = f"{f.ratio:.2f}"
+        fields[f"{tag}_floor_s"] = f"{f.floor_s:.0f}"
         fields[f"{tag}_floor_ratio"] = f"{f.floor_ratio:.2f}"
+        fields[f"{tag}_fail_floor_s"] = f"{f.fail_floor_s:.0f}"
+        fields[f"{tag}_fail_floor_ratio"] = f"{f.fail_floor_ratio:.2f}"
+        if f.tail is not None:
+            fields[f"{tag}_tail_host"] = f.tail.host
+            fields[f"{tag}_tail_cause"] = f.tail.cause
+            fields[f"{tag}_tail_after_fail_s"] = (f"{f.tail.end_s - f.tail.fail_s:.0f}"
+                                                  if f.tail.fail_s else "0")
+            fields[f"{tag}_last_fail_s"] = f"{f.tail.last_fail_s:.0f}"
+            fields[f"{tag}_retry_queue_p50_s"] = f"{f.tail.retry_queue_p50_s:.1f}"
         fields[f"{tag}_util"] = f"{f.utilisation:.2f}"
         fields[f"{tag}_nodes_per_hour"] = f"{f.nodes_per_hour:.0f}"
         fields[f"{tag}_parallel"] = f.parallel
@@ -454,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{tag}_failed"] = f.failed
         fields[f"{tag}_retried"] = f.retried
         fields[f"{tag}_injected"] = f.injected
+        if f.image_injected:
+            fields[f"{tag}_image_injected"] = f.image_injected
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))
@@ -461,13 +592,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(runs: list[RunFigures]) -> None:
-    """One line per run: the comparison at a glance (80 columns)."""
-    print(f"\n{'hosts':>5} {'POST':>5} {'run':<14} {'makespan':>9} {'/bound':>6} {'/floor':>6} "
-          f"{'uplink':>6} {'nodes/h':>7} {'in flight':>9}")
+    """One line per run: the comparison at a glance (80 columns). /fail: the makespan over the
+    floor with failures (the last failure + the fastest clean attempt)."""
+    print(f"\n{'hosts':>5} {'POST':>5} {'run':<14} {'makespan':>8} {'/bound':>6} {'/floor':>6} "
+          f"{'/fail':>5} {'uplink':>6} {'nodes/h':>7} {'peak':>5}")
     for f in runs:
-        print(f"{f.hosts:>5} {f.boot_s:>4g}s {f.label:<14} {f.makespan_s:>8.0f}s {f.ratio:>6.2f} "
-              f"{f.floor_ratio:>6.2f} {f.utilisation:>6.0%} {f.nodes_per_hour:>7.0f} "
-              f"{f.peak_in_flight:>9}")
+        print(f"{f.hosts:>5} {f.boot_s:>4g}s {f.label:<14} {f.makespan_s:>7.0f}s {f.ratio:>6.2f} "
+              f"{f.floor_ratio:>6.2f} {f.fail_floor_ratio:>5.2f} {f.utilisation:>6.0%} "
+              f"{f.nodes_per_hour:>7.0f} {f.peak_in_flight:>5}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,13 @@ class FarmBMC(RedfishBMC):
                 return m
         raise BMCNotFound(f"the farm has no System {self.system_id}", bmc=self.name)
 
+    def _other_systems(self) -> list[str]:
+        """None: every address lists every host's System, where a real host's BMC lists its own
+        (and a GPU baseboard); discovery would read all N of them for identity fields the fake
+        Systems lack, N requests per host. The collection is still read, as on a real BMC."""
+        super()._other_systems()
+        return []
+
     def discover(self) -> HostFacts:
         """Real discovery, charged its requests' latency."""
         with self.timing.charge(self.client, "discover"):
@@ -244,6 +252,7 @@ class Pacer:
         self._started: dict[str, float] = {}
         self._finished: set[str] = set()
         self.turnaround: dict[str, float] = {}  # host -> simulated seconds, first to last phase
+        self.ended: dict[str, float] = {}  # host -> simulated time of its last phase
         self.peak = 0  # hosts in flight at once, at most
         self._lock = threading.Lock()
         self._wall = time.monotonic()
@@ -259,6 +268,7 @@ class Pacer:
             if last:
                 self._finished.add(host)
                 self.turnaround[host] = self.clock.now - self._started[host]
+                self.ended[host] = self.clock.now
                 done = len(self._finished)
         if first:
             self.clock.start_actor()
@@ -275,13 +285,28 @@ class Pacer:
 
 
 @dataclass
+class Attempt:
+    """One deploy attempt of a host, in simulated seconds since the run began."""
+
+    attempt: int
+    start: float  # the backend's deploy() began (PXE override, power cycle)
+    at_gate: float = 0.0  # the ramdisk asked for the image (after POST)
+    admitted: float = 0.0  # its stream began
+    streamed: float = 0.0  # its stream ended
+    end: float = 0.0  # the attempt returned (ok or failed)
+    failed: bool = False
+
+
+@dataclass
 class BackendStats:
     """What the simulated backend saw, per host."""
 
     requests: dict[str, int] = field(default_factory=dict)  # Redfish requests, all attempts
     transfers: dict[str, list[float]] = field(default_factory=dict)  # simulated seconds each
     queued: dict[str, float] = field(default_factory=dict)  # waiting for a transfer slot
+    attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # per host, in order
     injected_failures: int = 0
+    injected_image_failures: int = 0  # streams that did not verify (streamed again or failed)
 
 
 class SimulatedBackend(DeployBackend):
@@ -302,6 +327,9 @@ class SimulatedBackend(DeployBackend):
         retry_s: int | None = None,
         boot_s: float = 0.0,
         hold_s: float | None = None,
+        prefer_retries: bool = False,
+        image_fail_rate: float = 0.0,
+        image_attempts: int = 2,
     ) -> None:
         self.uplink = uplink
         self.clock = uplink.clock
@@ -325,6 +353,11 @@ class SimulatedBackend(DeployBackend):
         # again, so a freed stream idles until the oldest ticket's next ask.
         self.retry_s = retry_s
         self.hold_s = IMAGE_HOLD_S if hold_s is None else hold_s
+        # today's server: a retried attempt queues ahead of first attempts (StreamGate.prefer)
+        self.prefer_retries = prefer_retries
+        # a stream that does not verify (deploy.sh streams it again, up to image_attempts)
+        self.image_fail_rate = image_fail_rate
+        self.image_attempts = image_attempts
         self._gate = (
             StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now)
             if transfer_slots and retry_s
@@ -367,62 +400,97 @@ class SimulatedBackend(DeployBackend):
         if not isinstance(bmc, FarmBMC) or name not in self.hosts:
             raise DeployError(f"{name}: not prepared for this run, or no farm BMC (discovery off)")
         phases: dict[str, float] = {}
+        times = Attempt(request.attempt, self.clock.now)
+        with self._lock:
+            self.stats.attempts.setdefault(name, []).append(times)
         try:
             t = self.clock.now
             progress(name, "pxe", "one-time PXE boot, power cycle")
             self._bmc(bmc, "pxe", BootTarget.PXE, PowerAction.CYCLE)
             self.clock.sleep(self.boot_s)
             phases["pxe"] = self.clock.now - t
-            t = self.clock.now
+            times.at_gate = self.clock.now
             # the ramdisk is up and asks for the image: the embedded backend's "install"
             progress(name, "install", f"streaming {self.image_bytes / GIB:.1f} GiB")
-            if self._slots is not None:
-                self._slots.acquire()
-            elif self._gate is not None:
-                self._admit(name, request.attempt)
-            try:
-                phases["queue"] = self.clock.now - t
-                phases["image"] = self.uplink.transfer(self.image_bytes)
-            finally:
-                if self._slots is not None:
-                    self._slots.release()
-                elif self._gate is not None:
-                    with self.clock.lock:  # hands the stream to a held host: it runs from now
-                        self._gate.release(name)
-            with self._lock:
-                self.stats.transfers.setdefault(name, []).append(phases["image"])
-                self.stats.queued[name] = self.stats.queued.get(name, 0.0) + phases["queue"]
+            self._stream(name, request.attempt, times, phases)
+            # a stream that does not verify is streamed again from the running ramdisk, ahead
+            # of first attempts (deploy.sh, IMAGE_ATTEMPTS); the last one fails the attempt
+            streams = 1
+            while random.Random(f"{self.seed}:{name}:{request.attempt}:image{streams}"
+                                ).random() < self.image_fail_rate:
+                with self._lock:
+                    self.stats.injected_image_failures += 1
+                if streams >= self.image_attempts:
+                    return self._failed(bmc, name, times, phases,
+                                        "image sha256 mismatch (injected, every stream)")
+                streams += 1
+                self._stream(name, request.attempt, times, phases, again=True)
             t = self.clock.now
             draw = random.Random(f"{self.seed}:{name}:{request.attempt}").random()
             if draw < self.fail_rate:
                 with self._lock:
                     self.stats.injected_failures += 1
-                # like the embedded backend, a failed host is left off, not looping in PXE
-                self._bmc(bmc, "reboot", PowerAction.OFF)
-                return DeployOutcome(name, False, "deploy callback: image sha256 mismatch "
-                                     "(injected failure)", phases)
+                return self._failed(bmc, name, times, phases, "the host failed after its "
+                                    "image (injected failure: e.g. a disk write error)")
             progress(name, "reboot", "installed; booting from disk")
             self._bmc(bmc, "reboot", PowerAction.OFF, BootTarget.DISK, PowerAction.ON)
             self.clock.sleep(self.boot_s)
             phases["reboot"] = self.clock.now - t
             return DeployOutcome(name, True, "", phases)
         finally:
+            times.end = self.clock.now
             with self._lock:
                 self.stats.requests[name] = bmc.client.requests_made
 
-    def _admit(self, name: str, attempt: int) -> None:
+    def _failed(self, bmc: FarmBMC, name: str, times: Attempt, phases: dict[str, float],
+                why: str) -> DeployOutcome:
+        # like the embedded backend, a failed host is left off, not looping in PXE
+        self._bmc(bmc, "reboot", PowerAction.OFF)
+        times.failed = True
+        return DeployOutcome(name, False, f"deploy callback: {why}", phases)
+
+    def _stream(self, name: str, attempt: int, times: Attempt, phases: dict[str, float], *,
+                again: bool = False) -> None:
+        """Queue for a stream (the gate or the ideal queue), then move the image."""
+        t = self.clock.now
+        if self._slots is not None:
+            self._slots.acquire()
+        elif self._gate is not None:
+            self._admit(name, attempt, again=again)
+        try:
+            if not again:
+                times.admitted = self.clock.now
+            queued = self.clock.now - t
+            image = self.uplink.transfer(self.image_bytes)
+            times.streamed = self.clock.now
+        finally:
+            if self._slots is not None:
+                self._slots.release()
+            elif self._gate is not None:
+                with self.clock.lock:  # hands the stream to a held host: it runs from now
+                    self._gate.release(name)
+        phases["queue"] = phases.get("queue", 0.0) + queued
+        phases["image"] = phases.get("image", 0.0) + image
+        with self._lock:
+            self.stats.transfers.setdefault(name, []).append(image)
+            self.stats.queued[name] = self.stats.queued.get(name, 0.0) + queued
+
+    def _admit(self, name: str, attempt: int, *, again: bool = False) -> None:
         """Ask the gate like deploy.sh does until admitted: held in the server when it holds
         (a held 503: ask again at once), else 503, sleep, jitter, ask again."""
         assert self._gate is not None and self.retry_s is not None
-        jitter = random.Random(f"{self.seed}:{name}:{attempt}:jitter")
+        jitter = random.Random(f"{self.seed}:{name}:{attempt}:jitter{':again' if again else ''}")
         gate, clock = self._gate, self.clock
+        if (attempt > 1 or again) and self.prefer_retries:
+            with clock.lock:
+                gate.prefer(name)
         while True:
             with clock.lock:
                 if self.hold_s <= 0:
                     answer = gate.try_admit(name)
                 else:
                     waiter = clock.waiter_locked()
-                    h = gate.hold(name, lambda w=waiter: clock.release_locked(w))
+                    h = gate.hold(name, partial(clock.release_locked, waiter))
                     if h.admission is None:  # held: until handed a stream or the hold runs out
 
                         def expire(h: Any = h, w: Any = waiter) -> None:

@@ -12,6 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from provisioner.settings import DEFAULT_HOST_LINK_GBPS
 
+# A held image request waits this long at most: far below busybox wget's 900 s read timeout and
+# any proxy's idle timeout; the ramdisk asks again at once after a held 503.
+DEFAULT_IMAGE_HOLD_S = 25.0
+# Hosts in flight at most, however long they POST: BMC sessions, DHCP reservations, held image
+# requests and callback waits (the discovery benchmark ran 512 BMCs at once; dnsmasq's default
+# lease limit is 1000).
+DEFAULT_MAX_HOSTS_IN_FLIGHT = 512
+
 
 class AutoinstallSettings(BaseModel):
     """Ubuntu netboot artefacts for ``method: autoinstall`` (URLs the hosts can reach)."""
@@ -40,7 +48,8 @@ class EmbeddedSettings(BaseModel):
     dynamic_range: str | None = None  # "a.b.c.d,a.b.c.e": a dynamic pool; none unless asked
     ramdisk_flavour: str = "cloud-amd64"  # Debian kernel flavour of the deploy ramdisk
     boot_firmware: Literal["auto", "bios", "uefi"] = "auto"
-    callback_timeout_s: float = Field(default=600.0, gt=0)  # PXE to "started"
+    # PXE to "started", and the whole image sent to "finished" (else the attempt fails then)
+    callback_timeout_s: float = Field(default=600.0, gt=0)
     power_off_timeout_s: float = Field(default=180.0, gt=0)  # "finished" to powered off
     wait_booted: bool = True  # wait for cloud-init's phone-home from the installed OS
     # the hosts' provisioning link speed: the workflow sizes waves with it (backend.host_link_gbps)
@@ -55,6 +64,18 @@ class EmbeddedSettings(BaseModel):
     # deploy_timeout_s - callback_timeout_s - 60 s, at least 60 s, so the host gives up and
     # says why before the orchestrator stops waiting).
     image_wait_s: float = Field(default=7200.0, gt=0)
+    # Streams of the image a host's ramdisk tries before it reports a failure: a stream that
+    # breaks or does not verify is fetched again from the running ramdisk (queued ahead of first
+    # attempts), far cheaper than a failed attempt's power cycle and POST.
+    image_attempts: int = Field(default=2, ge=1, le=5)
+    # How long a busy image request waits in the server for a stream before a "503 Stream Queue
+    # Hold Expired" (the ramdisk asks again at once); 0: no hold, every busy answer is a plain
+    # 503 and the ramdisk polls. Keep it below busybox wget's 900 s read timeout and the idle
+    # timeout of any proxy between the hosts and this server.
+    image_hold_s: float = Field(default=DEFAULT_IMAGE_HOLD_S, ge=0, le=600)
+    # Hosts in flight at most when hosts in flight adapt (no --max-parallel): what the BMCs, the
+    # DHCP server and this machine carry at once; also the server's held image requests.
+    max_hosts_in_flight: int = Field(default=DEFAULT_MAX_HOSTS_IN_FLIGHT, ge=1, le=4096)
     autoinstall: AutoinstallSettings | None = None
 
     def public_http(self, port: int | None = None) -> str:

@@ -31,7 +31,7 @@ from provisioner.workflow.discover import facts_to_dict
 from provisioner.workflow.inflight import InFlightWindow
 from provisioner.workflow.selection import held_in_maintenance
 from provisioner.workflow.ssh_wait import wait_for_ssh
-from provisioner.workflow.waves import WavePlan, choose_wave_size
+from provisioner.workflow.waves import WavePlan, choose_wave_size, in_flight_ceiling
 
 HostStatus = Literal["ok", "failed", "skipped"]
 BMCOpener = Callable[[Site, Host], BMC]
@@ -146,6 +146,10 @@ class RackRunner:
         s = self.site.settings
         image_bytes = s.image.size_bytes if s.image else None
         explicit = self.options.max_parallel or s.max_parallel
+        # the site's ceiling of adaptive hosts in flight (a gated backend without --max-parallel)
+        ceiling = (
+            in_flight_ceiling(s.embedded.max_hosts_in_flight) if s.embedded is not None else None
+        )
         return choose_wave_size(
             n,
             uplink_gbps=s.uplink_gbps,
@@ -153,6 +157,7 @@ class RackRunner:
             image_bytes=image_bytes,
             explicit=explicit,
             streams=self.backend.image_streams(self.site),
+            ceiling=ceiling,
         )
 
     # -- the run ----------------------------------------------------------------------------

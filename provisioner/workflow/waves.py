@@ -11,7 +11,7 @@ reboot and first boot. When the deploy server gates image streams itself (the em
 queues requests beyond its stream limit and hands a freed stream to the next at once),
 hosts-at-once no longer has to equal the stream count: more hosts in flight keep the streams busy
 while others POST. The run then starts ``HOSTS_PER_STREAM`` x streams and adapts from what it
-observes (provisioner/workflow/inflight.py), up to a ceiling (``MAX_HOSTS_IN_FLIGHT``, less
+observes (provisioner/workflow/inflight.py), up to a ceiling (``max_hosts_in_flight``, less
 where this process's file descriptors run out first), never below the stream count. Without a
 gate (MAAS), hosts-at-once stays the stream count, the uplink's only protection.
 """
@@ -23,27 +23,26 @@ import resource
 from dataclasses import dataclass
 
 from provisioner.deploy.base import HEADROOM, image_streams
+from provisioner.settings.embedded import DEFAULT_MAX_HOSTS_IN_FLIGHT
 
 # Hosts per stream to start with, before the run has observed anything: a host in flight
 # streams for a small part of its deploy (3.4 s of ~16 s in benchmarks/rack.py with responsive
 # BMCs and no POST; a far smaller part with real POST times of minutes).
 HOSTS_PER_STREAM = 8
-# Hosts in flight at most, however long they POST: 512 BMC sessions, DHCP reservations, held
-# image requests and callback waits (the discovery benchmark ran 512 BMCs at once; dnsmasq's
-# default lease limit is 1000).
-MAX_HOSTS_IN_FLIGHT = 512
+# Hosts in flight at most by default (settings.embedded.max_hosts_in_flight).
+MAX_HOSTS_IN_FLIGHT = DEFAULT_MAX_HOSTS_IN_FLIGHT
 # File descriptors one host in flight may hold: its Redfish connection(s), its held image
 # request and callback connections; what the process has beyond 64 for the rest.
 FDS_PER_HOST = 4
 
 
-def in_flight_ceiling() -> int:
-    """Hosts in flight this process can carry: ``MAX_HOSTS_IN_FLIGHT``, or fewer when its open
-    files limit is lower (raise ``ulimit -n`` to lift it)."""
+def in_flight_ceiling(limit: int = MAX_HOSTS_IN_FLIGHT) -> int:
+    """Hosts in flight this process can carry: ``limit`` (the site's max_hosts_in_flight), or
+    fewer when its open files limit is lower (raise ``ulimit -n`` to lift it)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return MAX_HOSTS_IN_FLIGHT
-    return max(1, min(MAX_HOSTS_IN_FLIGHT, (soft - 64) // FDS_PER_HOST))
+        return limit
+    return max(1, min(limit, (soft - 64) // FDS_PER_HOST))
 
 
 def _hosts(n: int) -> str:

@@ -160,6 +160,9 @@ class EmbeddedBackend(DeployBackend):
             public_url="",
             max_image_streams=max_image_streams(site, settings),
             retry_after_s=settings.image_retry_after_s,
+            hold_s=settings.image_hold_s,
+            # every host in flight may hold a request; beyond that they poll (plain 503s)
+            max_held=settings.max_hosts_in_flight,
         )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):
@@ -294,6 +297,8 @@ class EmbeddedBackend(DeployBackend):
                 "IMAGE_WAIT_S": str(int(self._image_wait_s(request.timeout_s))),
                 # busybox wget cannot show a 503's Retry-After: hand the ramdisk its value
                 "IMAGE_RETRY_S": str(settings.image_retry_after_s),
+                # a broken or corrupt stream is streamed again from the running ramdisk
+                "IMAGE_ATTEMPTS": str(settings.image_attempts),
                 "IMAGE_SHA256": self.image.sha256,
                 "ROOT_PART": str(self.image.root_partition or ""),
                 "SEED_URL": f"{base}/deploy/{host.name}/seed",
@@ -343,7 +348,7 @@ class EmbeddedBackend(DeployBackend):
             if request.bmc is None:
                 raise DeployError("no BMC to drive (the embedded backend powers hosts)")
             session = self._session(request)
-            self.server.register(session)
+            self.server.register(session, retry=request.attempt > 1)
             self.dnsmasq.add(self._reservation(request))
             return self._drive(request, session, progress, phases)
         except ProvisionerError as exc:
@@ -416,9 +421,18 @@ class EmbeddedBackend(DeployBackend):
         progress(
             name, "install", "writing the image" if request.method == "image" else "installing"
         )
-        report = session.wait_for((FINISHED, FAILED), left(request.timeout_s))
+        # a host that got its whole image has all it needs: it reports within the callback
+        # timeout or it is declared failed then, not at the end of the deploy timeout
+        report = session.wait_for((FINISHED, FAILED), left(request.timeout_s),
+                                  after_image_s=st.callback_timeout_s)
         phases["install"] = time.monotonic() - t
         if report is None:
+            if session.image_sent_at is not None:
+                raise DeployError(
+                    f"the host got its whole image but did not report 'finished' within "
+                    f"{st.callback_timeout_s:.0f} s (settings.embedded.callback_timeout_s)",
+                    hint="check its console: the deploy ramdisk stopped after the image "
+                    "(disk write, partition growth, seed)")
             raise DeployError(f"the install did not finish within {request.timeout_s:.0f} s")
         if report.kind == FAILED:
             raise DeployError(failure_reason(report.log))

@@ -10,6 +10,10 @@ released stream, though, is handed only to held tickets (the oldest first): it n
 polling host while another host waits in the server; the polling host, still ahead in the queue,
 takes the next stream that is free when it asks.
 
+A host retrying after a failed attempt has already paid a power cycle and its POST for the
+stream it lost: :meth:`prefer` puts its next ticket ahead of every first attempt's (behind other
+preferred ones, FIFO among them), so a retry never waits behind the whole rack's first attempts.
+
 Bounded: at most ``max_tickets`` tickets and ``max_held`` held requests (beyond: refused at once,
 no ticket, no hold). Safe when a host vanishes: a ticket not renewed within ``ticket_ttl_s``
 expires, a held request whose client went away gives its ticket up, and ``forget`` drops the
@@ -80,6 +84,7 @@ class StreamGate:
         self._clock = clock
         self._lock = threading.Lock()
         self._queue: OrderedDict[str, _Ticket] = OrderedDict()  # insertion order = queue order
+        self._preferred: set[str] = set()  # keys whose ticket goes ahead of first attempts
         self._active: dict[str, list[float]] = {}  # key -> admission times of its streams
         self._held = 0
         self._admitted = 0
@@ -189,6 +194,16 @@ class StreamGate:
             if left <= poll_s:
                 return self.cancel(h)
 
+    def prefer(self, key: str) -> None:
+        """Put ``key``'s ticket (now or when it first asks) ahead of every ticket not preferred,
+        until it takes a stream or is forgotten: a retry after a failed attempt."""
+        with self._lock:
+            if key not in self._preferred and len(self._preferred) >= self.max_tickets:
+                return  # bounded like the queue: beyond it, a retry queues as a first attempt
+            self._preferred.add(key)
+            if key in self._queue:
+                self._reorder()
+
     # -- giving back ------------------------------------------------------------------------
 
     def release(self, key: str) -> None:
@@ -209,6 +224,7 @@ class StreamGate:
         """Drop ``key``'s ticket (its deploy ended), ending its held requests; streams it holds
         are released on close."""
         with self._lock:
+            self._preferred.discard(key)
             t = self._queue.pop(key, None)
             if t is None:
                 return
@@ -229,6 +245,7 @@ class StreamGate:
         return sum(len(v) for v in self._active.values())
 
     def _take(self, key: str, t: _Ticket | None, now: float) -> None:
+        self._preferred.discard(key)
         self._active.setdefault(key, []).append(now)
         self._admitted += 1
         self._wait_total += now - (t.first if t is not None else now)
@@ -242,6 +259,8 @@ class StreamGate:
             if len(self._queue) >= self.max_tickets:
                 return Admission(False, self._in_use(), 0, 0.0), False
             t = self._queue[key] = _Ticket(now, now)
+            if key in self._preferred:
+                self._reorder()
         t.last = now  # an existing ticket keeps its place
         keys = list(self._queue)
         position = keys.index(key)
@@ -282,6 +301,12 @@ class StreamGate:
             del self._queue[key]
             woken.insert(0, h)
         return woken
+
+    def _reorder(self) -> None:
+        """Preferred tickets first, each group in its own order (a retry is rare: O(queue))."""
+        ahead = [k for k in self._queue if k in self._preferred]
+        for k in reversed(ahead):
+            self._queue.move_to_end(k, last=False)
 
     def _expire(self, now: float) -> None:
         # a held ticket is renewed while it waits: only hosts that stopped asking expire

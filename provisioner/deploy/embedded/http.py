@@ -19,7 +19,7 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.sessions import KINDS, CallbackRefused, HostSession
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
+from provisioner.settings.embedded import DEFAULT_IMAGE_HOLD_S, DEFAULT_MAX_HOSTS_IN_FLIGHT
 
 log = logging.getLogger("provisioner.deploy.http")
 _PHONE_HOME = re.compile(r"(/phone-home/[^/]+/)[^/?]+")
@@ -51,9 +52,8 @@ _RELEASE = "provisioner.release_stream"  # environ key: gives back the request's
 MAX_URL = 4096
 MAX_BODY = 8 * 1024 * 1024
 _LOGGED_PATH = 200
-# A held image request waits this long at most: far below busybox wget's 900 s read timeout and
-# any proxy's idle timeout; the ramdisk asks again at once after a held 503.
-IMAGE_HOLD_S = 25.0
+# A held image request waits this long at most by default (settings.embedded.image_hold_s).
+IMAGE_HOLD_S = DEFAULT_IMAGE_HOLD_S
 # A held 503's reason phrase: the ramdisk (busybox wget shows only the status line) asks again
 # at once after it, and waits Retry-After after a plain 503.
 HELD_REASON = "Stream Queue Hold Expired"
@@ -114,6 +114,18 @@ def _ticket_key(host: str | None, address: str | None) -> str:
     return f"host {host}" if host else f"address {address}"
 
 
+def _then(body: Iterable[bytes], done: Callable[[], None]) -> Iterator[bytes]:
+    """Yield ``body``; call ``done()`` once every chunk went out (not when the client drops:
+    werkzeug then closes the iterator mid-way)."""
+    try:
+        yield from body
+    finally:
+        close = getattr(body, "close", None)
+        if callable(close):
+            close()
+    done()
+
+
 def _client_gone(environ: dict[str, Any]) -> Callable[[], bool] | None:
     """A check that the client of a held request closed its connection (it sends nothing
     while it waits for the response, so readable means EOF or a reset)."""
@@ -144,6 +156,7 @@ class DeployServer:
         max_image_streams: int | None = None,
         retry_after_s: int = 1,
         hold_s: float = IMAGE_HOLD_S,
+        max_held: int = DEFAULT_MAX_HOSTS_IN_FLIGHT,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -155,7 +168,7 @@ class DeployServer:
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
-            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30)
+            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30, max_held=max_held)
             if max_image_streams
             else None
         )
@@ -180,14 +193,17 @@ class DeployServer:
         )
 
     # -- sessions ---------------------------------------------------------------------------
-    def register(self, session: HostSession) -> None:
-        """Serve a host's attempt (replacing any earlier attempt of the same host)."""
+    def register(self, session: HostSession, *, retry: bool = False) -> None:
+        """Serve a host's attempt (replacing any earlier attempt of the same host); a ``retry``
+        (an earlier attempt failed) queues for its image stream ahead of first attempts."""
         with self._lock:
             old = self._by_host.pop(session.host, None)
             if old is not None:
                 self._by_mac.pop(old.mac, None)
             self._by_host[session.host] = session
             self._by_mac[_mac_key(session.mac)] = session
+        if retry and self.gate is not None:
+            self.gate.prefer(_ticket_key(session.host, None))
 
     def unregister(self, host: str) -> None:
         """Stop serving a host."""
@@ -233,9 +249,11 @@ class DeployServer:
         # the image URL handed to it)
         host = request.args.get("host")
         with self._lock:
-            known = host is not None and host in self._by_host
-        if known and host is not None:
+            session = self._by_host.get(host) if host is not None else None
+        if session is not None and host is not None:
             body = counted(body, host, response.content_length)
+            if response.status_code == 200:  # the whole image, not a range of it
+                body = _then(body, session.image_sent)
         # werkzeug's server closes the iterator when the body is sent and when the client
         # drops mid-stream (a write error): either way the stream goes back to the gate
         return ClosingIterator(body, [release])
@@ -305,8 +323,14 @@ class DeployServer:
         """Take an image stream for this request (None), or the 503 that refuses it."""
         assert self.gate is not None
         gate = self.gate
-        key = _ticket_key(request.args.get("host"), request.remote_addr)
+        host = request.args.get("host")
+        key = _ticket_key(host, request.remote_addr)
         what = f"{request.remote_addr} ({key})"
+        with self._lock:
+            session = self._by_host.get(host) if host is not None else None
+        if session is not None and session.image_streams:
+            # its ramdisk streams again (a broken or corrupt stream): ahead of first attempts
+            gate.prefer(key)
         a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ))
         if not a.admitted:
             # the first refusal of a ticket at info, its retries at debug: no log flood
@@ -332,6 +356,8 @@ class DeployServer:
                     "Cache-Control": "no-store",
                 },
             )
+        if session is not None:
+            session.image_admitted()
         log.info(
             "image stream %d/%d admitted for %s %s after %.0f s in the queue",
             a.active,

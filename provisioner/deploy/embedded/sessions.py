@@ -67,6 +67,10 @@ class HostSession:
     config_served: bool = False
     revoked: bool = False
     reports: dict[str, Report] = field(default_factory=dict)
+    # when the server finished sending this attempt's whole image (time.monotonic()); None: not
+    # yet. From then on the host has all it needs to report within the callback timeout.
+    image_sent_at: float | None = None
+    image_streams: int = 0  # image streams admitted for this attempt (the ramdisk may re-stream)
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __repr__(self) -> str:
@@ -142,15 +146,35 @@ class HostSession:
             self.reports[BOOTED] = Report(BOOTED, time.monotonic(), "")
             self.changed.notify_all()
 
-    def wait_for(self, kinds: tuple[str, ...], timeout_s: float) -> Report | None:
-        """Block until one of ``kinds`` is reported; None on timeout."""
+    def image_admitted(self) -> None:
+        """A stream of the image begins for this host: until it is sent, no image is."""
+        with self.changed:
+            self.image_streams += 1
+            self.image_sent_at = None
+            self.changed.notify_all()
+
+    def image_sent(self) -> None:
+        """The server sent this host its whole image (a complete 200, not a range)."""
+        with self.changed:
+            if self.image_sent_at is None:
+                self.image_sent_at = time.monotonic()
+            self.changed.notify_all()
+
+    def wait_for(
+        self, kinds: tuple[str, ...], timeout_s: float, *, after_image_s: float | None = None
+    ) -> Report | None:
+        """Block until one of ``kinds`` is reported; None on timeout, or, with
+        ``after_image_s``, once that long has passed since the whole image was sent."""
         deadline = time.monotonic() + timeout_s
         with self.changed:
             while True:
                 for k in kinds:
                     if k in self.reports:
                         return self.reports[k]
-                left = deadline - time.monotonic()
+                until = deadline
+                if after_image_s is not None and self.image_sent_at is not None:
+                    until = min(deadline, self.image_sent_at + after_image_s)
+                left = until - time.monotonic()
                 if left <= 0:
                     return None
                 self.changed.wait(min(left, 1.0))

@@ -148,7 +148,8 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
     # --lab only where no lab is up: then it must skip with a message, not deploy anything.
     lab = [] if lab_is_up() else ["--lab"]
     proc = run_bench(["--hosts", "8", "--boot-s", "0", "--uplink-gbps", "20", "--planned",
-                      "--max-parallel", "8", "--fail-rate", "0.1", "--retries", "1", *lab],
+                      "--max-parallel", "8", "--fail-rate", "0.1", "--retries", "1",
+                      "--reference", *lab],
                      tmp_path, 900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = parse_result(proc.stdout)
@@ -178,6 +179,20 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
     assert "[new] 8 hosts, 0 s POST: 8 hosts deploying at once, 2 streaming at once (8 hosts " \
         "at once, 2 image streams" in proc.stdout
     assert float(r["h8_p0_new_util"]) <= 1.0
+    # the floors: the retried host's failure + a clean attempt comes after the rack's floor,
+    # and no run ends before either; the reference run has no failure to retry
+    n = {k.split("h8_p0_new_", 1)[1]: v for k, v in r.items() if k.startswith("h8_p0_new_")}
+    assert float(n["last_fail_s"]) > 0 and n["retry_queue_p50_s"]
+    assert float(n["makespan_s"]) >= float(n["fail_floor_s"]) >= float(n["floor_s"])
+    assert float(r["fail_floor_ratio"]) >= 1.0 and float(r["floor_ratio"]) >= 1.0
+    assert n["tail_cause"] in ("retry", "queue", "start") and n["tail_host"].startswith("sim-")
+    if n["tail_cause"] == "retry":  # the line says when it failed and what the retry took
+        assert f"last host             {n['tail_host']} ended at" in proc.stdout
+        assert float(n["tail_after_fail_s"]) > 0
+    clean = {k.split("h8_p0_new_nofail_", 1)[1]: v for k, v in r.items()
+             if k.startswith("h8_p0_new_nofail_")}
+    assert (clean["injected"], clean["retried"], clean["last_fail_s"]) == ("0", "0", "0")
+    assert float(clean["fail_floor_s"]) == float(clean["floor_s"])
     if lab:
         assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
         assert "lab_1_s" not in r
@@ -205,3 +220,17 @@ def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_benchmark_streams_that_do_not_verify_are_streamed_again(tmp_path: Path) -> None:
+    # half the streams do not verify: the new default's ramdisk streams again (2 in all) before
+    # it fails the attempt; seed 1 draws at least one bad stream among 4 hosts
+    proc = run_bench(["--hosts", "4", "--boot-s", "0", "--uplink-gbps", "20", "--no-previous",
+                      "--fail-rate", "0", "--image-fail-rate", "0.5", "--retries", "1"],
+                     tmp_path, 600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = parse_result(proc.stdout)
+    bad = int(r["h4_p0_new_image_injected"])
+    assert bad >= 1 and "streams that did not verify" in proc.stdout
+    assert r["h4_p0_new_injected"] == "0"  # no failure after the image was asked for
+    assert "50% of streams do not verify" in proc.stdout

@@ -176,6 +176,8 @@ class RamdiskBMC:
         requests.post(f"{cb}/started", data="ramdisk up", headers=hdr, timeout=5)
         if "IMAGE_URL" in env:  # through the stream gate, as deploy.sh fetches it
             self.seen["image_status"] = str(requests.get(env["IMAGE_URL"], timeout=5).status_code)
+        if self.outcome == "hang":  # got its image, then stopped (a disk write that hangs)
+            return
         if self.outcome == "nodisk":
             log = (
                 "deploy: FAILED: root disk hint: no disk matches the hint serial=FLOW-ROOT ...\n"
@@ -269,7 +271,11 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
     # the image URL carries the host's ticket at the stream gate; the retry/give-up settings
     assert bmc.seen["IMAGE_URL"].endswith("?host=flow01")
     assert bmc.seen["IMAGE_RETRY_S"] == "1" and int(bmc.seen["IMAGE_WAIT_S"]) >= 60
+    assert bmc.seen["IMAGE_ATTEMPTS"] == "2"  # a stream that does not verify is fetched again
     assert bmc.seen["image_status"] == "200"
+    # the server holds busy image requests as the site says (defaults: 25 s, 512 at once)
+    assert backend.server is not None and backend.server.gate is not None
+    assert backend.server.hold_s == 25.0 and backend.server.gate.max_held == 512
     assert "hostname: flow01" in bmc.seen["user-data"]
     assert out.log == "deploy: sha256 verified: x\n"
     # the host's reservation is withdrawn once it is done
@@ -384,3 +390,34 @@ def test_autoinstall_needs_its_settings(backend: EmbeddedBackend, tmp_path: Path
     assert not out.ok
     assert "settings.embedded.autoinstall" in out.reason
     assert req.bmc.actions == []  # refused before touching the host
+
+
+def test_a_host_that_got_its_image_and_went_silent_fails_at_the_callback_timeout(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings",
+                        lambda s: real(s).model_copy(update={"callback_timeout_s": 1.0}))
+    out, bmc, phases = _deploy(backend, tmp_path, netns, "hang")
+    assert bmc.seen["image_status"] == "200"
+    assert not out.ok and phases == ["pxe", "install"]
+    # declared failed 1 s after its image, not at the end of the 30 s deploy timeout
+    assert "got its whole image but did not report 'finished' within 1 s" in out.reason
+    assert bmc.actions[-1] == "off"
+
+
+def test_the_servers_hold_and_held_requests_follow_the_site(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings", lambda s: real(s).model_copy(
+        update={"image_hold_s": 3.0, "max_hosts_in_flight": 7, "image_attempts": 3}))
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "ok")
+    assert out.ok, out.reason
+    assert backend.server is not None and backend.server.gate is not None
+    assert backend.server.hold_s == 3.0 and backend.server.gate.max_held == 7
+    assert bmc.seen["IMAGE_ATTEMPTS"] == "3"

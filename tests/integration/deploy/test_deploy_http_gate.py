@@ -260,3 +260,38 @@ def test_unregistering_a_host_ends_its_held_request(held: DeployServer) -> None:
     f.join(30)
     assert f.response is not None and f.response.status_code == 503
     assert gate(held).waiting() == [] and gate(held).active == 1
+
+
+def test_a_retried_host_queues_ahead_of_first_attempts(server: DeployServer) -> None:
+    assert gate(server).try_admit("host holder").admitted
+    for host in ("h1", "h2"):
+        assert requests.get(url(server, f"/files/{IMAGE}?host={host}"), timeout=5).status_code == 503
+    # h3's first attempt failed after its stream: its retry has paid a power cycle and POST
+    server.register(HostSession(host="h3", mac="52:54:00:00:00:03", method="image",
+                                ipxe_script=""), retry=True)
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h3"), timeout=5)
+    assert r.status_code == 503 and "queue place 1" in r.text
+    assert gate(server).waiting() == ["host h3", "host h1", "host h2"]
+    gate(server).release("host holder")
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5).status_code == 503
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h3"), timeout=5).status_code == 200
+    # a first attempt's registration changes no place
+    server.register(HostSession(host="h4", mac="52:54:00:00:00:04", method="image",
+                                ipxe_script=""))
+    wait_until(lambda: gate(server).active == 0, "h3's stream to be given back")
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h4"), timeout=5).status_code == 503
+    assert gate(server).waiting() == ["host h1", "host h2", "host h4"]
+
+
+def test_a_host_streaming_again_queues_ahead_of_first_attempts(server: DeployServer) -> None:
+    s = HostSession(host="h5", mac="52:54:00:00:00:05", method="image", ipxe_script="")
+    server.register(s)
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h5"), timeout=5)
+    assert r.status_code == 200 and s.image_streams == 1 and s.image_sent_at is not None
+    wait_until(lambda: gate(server).active == 0, "h5's stream to be given back")
+    assert gate(server).try_admit("host holder").admitted
+    assert requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5).status_code == 503
+    # h5's image did not verify: its ramdisk asks again, ahead of h1's first attempt
+    r = requests.get(url(server, f"/files/{IMAGE}?host=h5"), timeout=5)
+    assert r.status_code == 503 and "queue place 1" in r.text
+    assert gate(server).waiting() == ["host h5", "host h1"]

@@ -100,6 +100,8 @@ def test_sha256_mismatch_clears_the_target_and_reports(rig: dict) -> None:
     log = session.reports[FAILED].log
     assert f"FAILED: image sha256 mismatch: expected {'0' * 64}, got {hashlib.sha256(IMAGE).hexdigest()}" in log
     assert "root disk: /dev/vdz" in log
+    # streamed again from the ramdisk once (IMAGE_ATTEMPTS defaults to 2), then reported
+    assert log.count("streaming the image again") == 1 and "(2/2)" in log
     target = (rig["dev"] / "vdz").read_bytes()
     assert target[: 1 << 20] == bytes(1 << 20)  # no half-written image can boot
     assert (rig["dev"] / "vdy").read_bytes() == MARKER
@@ -303,3 +305,29 @@ def test_a_held_503_is_asked_again_at_once(rig: dict, caplog: pytest.LogCaptureF
         assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
     finally:
         server.stop()
+
+
+def test_a_corrupt_stream_is_streamed_again_and_then_verifies(
+    rig: dict, held: DeployServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = rig["tmp"] / "image.raw"
+    bad = rig["tmp"] / "corrupt.raw"
+    bad.write_bytes(IMAGE[:-1] + b"\x00")  # one byte off: the sha256 cannot match
+    held.files["images/test.raw"] = bad
+    sent = []
+    real = HostSession.image_sent
+
+    def then_good(self: HostSession) -> None:  # the next stream is sound
+        sent.append(self.image_streams)
+        held.files["images/test.raw"] = good
+        real(self)
+
+    monkeypatch.setattr(HostSession, "image_sent", then_good)
+    session, proc, root = gated_host(rig, held, "hr", {})
+    out, _ = proc.communicate(timeout=120)
+    log = session.reports[FAILED].log
+    assert "image sha256 mismatch" in log and "streaming the image again (2/2)" in log, out
+    assert f"sha256 verified: {hashlib.sha256(IMAGE).hexdigest()}" in log, out
+    assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
+    assert "FAILED: the image on /dev/vdz has no partition table" in log  # the fake disk's end
+    assert sent == [1, 2] and session.image_streams == 2 and session.image_sent_at is not None

@@ -218,3 +218,47 @@ def test_blocking_admit_gives_up_when_the_client_goes() -> None:
     assert not a.admitted and a.held and gate.waiting() == []
     b = gate.admit("x", hold_s=0.05, poll_s=0.01)  # the hold runs out: refused, place kept
     assert not b.admitted and b.held and b.position == 1 and gate.waiting() == ["x"]
+
+
+# -- retries ahead of first attempts ----------------------------------------------------------
+
+
+def test_a_retry_queues_ahead_of_first_attempts_fifo_among_retries() -> None:
+    gate = StreamGate(1)
+    wakes = Wakes()
+    assert gate.try_admit("holder").admitted
+    holds = {k: gate.hold(k, wakes(k)) for k in ("first", "second")}
+    gate.prefer("retry-a")  # marked before it asks: its ticket goes in ahead when it does
+    holds["retry-a"] = gate.hold("retry-a", wakes("retry-a"))
+    holds["third"] = gate.hold("third", wakes("third"))
+    holds["retry-b"] = gate.hold("retry-b", wakes("retry-b"))
+    gate.prefer("retry-b")  # marked after it queued: moved up behind the older retry
+    assert gate.waiting() == ["retry-a", "retry-b", "first", "second", "third"]
+    for key in ("holder", "retry-a", "retry-b", "first", "second"):
+        gate.release(key)
+    assert wakes.order == ["retry-a", "retry-b", "first", "second", "third"]
+
+
+def test_a_preference_ends_with_the_stream_it_got_or_forget() -> None:
+    gate = StreamGate(1)
+    gate.prefer("retry")
+    assert gate.try_admit("retry").admitted
+    assert not gate.try_admit("first").admitted
+    gate.release("retry")
+    assert not gate.try_admit("retry").admitted  # asks again: a first-attempt ticket now
+    assert gate.waiting() == ["first", "retry"]
+    gate.prefer("gone")
+    gate.forget("gone")
+    assert not gate.try_admit("gone").admitted
+    assert gate.waiting() == ["first", "retry", "gone"]
+
+
+def test_preferences_are_bounded() -> None:
+    gate = StreamGate(1, max_tickets=2)
+    assert gate.try_admit("holder").admitted
+    assert not gate.try_admit("first").admitted
+    for key in ("r1", "r2", "r3"):
+        gate.prefer(key)
+    for key in ("r1", "r3"):
+        gate.try_admit(key)
+    assert gate.waiting() == ["r1", "first"]  # r3: no preference kept, no ticket (queue full)

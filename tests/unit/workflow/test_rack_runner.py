@@ -367,3 +367,36 @@ def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
     (started,) = sink.of("run")
     assert started.data["hosts"] == [h1, h2] and started.data["configure"] is True
     assert [e.message for e in sink.of("task")] == ["common : ntp"]
+
+
+def test_site_sets_the_ceiling_of_hosts_in_flight_and_max_parallel_wins(
+    site: Site, tmp_path: Path
+) -> None:
+    from pydantic import ValidationError
+
+    from provisioner.deploy.embedded.backend import EmbeddedBackend
+    from provisioner.exceptions import InventoryError
+    from provisioner.settings.embedded import EmbeddedSettings
+
+    text = site.path.read_text()
+    assert "    http_port: 8080\n" in text
+    (tmp_path / "site.yml").write_text(text.replace(
+        "    http_port: 8080\n", "    http_port: 8080\n    max_hosts_in_flight: 200\n"))
+    capped = load_site(tmp_path / "site.yml")
+    assert capped.settings.embedded is not None
+    assert capped.settings.embedded.max_hosts_in_flight == 200
+    plan = runner(capped, tmp_path, EmbeddedBackend()).wave_plan(500)
+    assert (plan.size, plan.ceiling) == (80, 200) and "80 to 200 hosts" in plan.reason
+    # the default ceiling is 512 (or what the open-files limit allows)
+    default = runner(site, tmp_path, EmbeddedBackend()).wave_plan(500)
+    assert default.ceiling is not None and default.ceiling != 200
+    pinned = runner(capped, tmp_path, EmbeddedBackend(), max_parallel=100).wave_plan(500)
+    assert pinned.size == 100 and pinned.ceiling is None  # --max-parallel still wins
+    for bad in ("0", "5000", "many"):
+        (tmp_path / "bad.yml").write_text(text.replace(
+            "    http_port: 8080\n", f"    http_port: 8080\n    max_hosts_in_flight: {bad}\n"))
+        with pytest.raises(InventoryError, match="max_hosts_in_flight"):
+            load_site(tmp_path / "bad.yml")
+    for hold in (-1, 601):
+        with pytest.raises(ValidationError, match="image_hold_s"):
+            EmbeddedSettings(interface="eno1", server_address="10.0.0.1", image_hold_s=hold)

@@ -4,7 +4,7 @@
 # grow the root partition and filesystem, write the cloud-init NoCloud seed, report, power off.
 # Only the chosen disk is written: data disks are never touched.
 set -u
-. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS IMAGE_WAIT_S IMAGE_RETRY_S
+. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
 TMP=${TMPDIR:-/tmp}
@@ -83,19 +83,28 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
   done
 }
 
-log "streaming $IMAGE_URL to /dev/$disk"
-stream_image "$DEV/$disk"
-case $? in
-  0) ;;
-  2) fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
-  *) fail "download or write of the image failed" ;;
-esac
-got=$(cut -d' ' -f1 $TMP/sum)
-if [ "$got" != "$IMAGE_SHA256" ]; then
-  # a corrupt image must never boot: clear its partition table
-  dd if=/dev/zero of="$DEV/$disk" bs=1M count=1 conv=fsync 2>/dev/null
-  fail "image sha256 mismatch: expected $IMAGE_SHA256, got $got"
-fi
+# A stream that breaks or does not verify is streamed again from this ramdisk (its retry
+# queues ahead of first attempts at the server), up to IMAGE_ATTEMPTS times in all: cheaper
+# than failing the attempt, which costs the orchestrator a power cycle and a POST.
+tries=${IMAGE_ATTEMPTS:-2}
+n=1
+while :; do
+  log "streaming $IMAGE_URL to /dev/$disk"
+  stream_image "$DEV/$disk"
+  case $? in
+    0)
+      got=$(cut -d' ' -f1 $TMP/sum)
+      [ "$got" = "$IMAGE_SHA256" ] && break
+      # a corrupt image must never boot: clear its partition table
+      dd if=/dev/zero of="$DEV/$disk" bs=1M count=1 conv=fsync 2>/dev/null
+      why="image sha256 mismatch: expected $IMAGE_SHA256, got $got" ;;
+    2) fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
+    *) why="download or write of the image failed" ;;
+  esac
+  [ "$n" -lt "$tries" ] || fail "$why"
+  n=$((n + 1))
+  log "$why; streaming the image again ($n/$tries)"
+done
 log "sha256 verified: $got"
 
 blockdev --rereadpt "$DEV/$disk" 2>>"$LOG"
