@@ -24,18 +24,21 @@ import base64
 import hashlib
 import json
 import re
+import shutil
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.redfish_peers import free_port
+from provisioner.testing.redfish_peers import fault_proxy, free_port, make_tls
 
 ROOT = "/redfish/v1"
 FW = f"{ROOT}/UpdateService/FirmwareInventory"
@@ -207,15 +210,7 @@ class UpdatePeer:
         self.fetched.append(uri)
         error, version = None, None
         try:
-            data = requests.get(uri, timeout=5).content
-            found = IMAGE_RE.search(data)
-            if not found:
-                error = "image is not a firmware image for this system"
-            elif target and found.group(1).decode() != target:
-                error = f"image is for {found.group(1).decode()}, not {target}"
-            else:
-                target = target or found.group(1).decode()
-                version = found.group(2).decode()
+            error, version, target = _judge_image(requests.get(uri, timeout=5).content, target)
         except requests.RequestException as exc:
             error = f"image download failed: {type(exc).__name__}"
         if self.hpe_progress:
@@ -270,18 +265,11 @@ class UpdatePeer:
             digest.update(chunk)
             head = head or chunk[:256]
             size += len(chunk)
-        found = IMAGE_RE.search(head)
         target = str(targets[0]).rstrip("/").rsplit("/", 1)[-1] if targets else ""
         self.received.append({"method": method, "targets": list(targets), "apply": apply,
                               "sha256": digest.hexdigest(), "size": size, "params": params})
-        error, version = None, None
-        if not found:
-            error = "image is not a firmware image for this system"
-        elif target and found.group(1).decode() != target:
-            error = f"image is for {found.group(1).decode()}, not {target}"
-        else:
-            target = target or found.group(1).decode()
-            version = found.group(2).decode()
+        error, version, target = _judge_image(head, target)
+        if error is None:
             want = self.expect_sha256.get(target)
             if want and want != digest.hexdigest():
                 error, version = f"image checksum {digest.hexdigest()} is not {want}", None
@@ -420,3 +408,51 @@ def update_peer(user: str, password: str, inventory: dict[str, dict[str, Any]],
 def image_bytes(component: str, version: str) -> bytes:
     """A stand-in firmware image for ``component`` at ``version``."""
     return f"STANDIN-FW component={component} version={version}\n".encode() + b"\0" * 4096
+
+
+def _judge_image(data: bytes, target: str) -> tuple[str | None, str | None, str]:
+    """(error, version installed, target) for an image that arrived for ``target`` ("" = any)."""
+    found = IMAGE_RE.search(data)
+    if not found:
+        return "image is not a firmware image for this system", None, target
+    if target and found.group(1).decode() != target:
+        return f"image is for {found.group(1).decode()}, not {target}", None, target
+    return None, found.group(2).decode(), target or found.group(1).decode()
+
+
+PeerSpec = tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, Any]]
+
+
+def firmware_rack_site(stack: ExitStack, tmp: Path, site: str, user: str, password: str,
+                       peers: dict[str, PeerSpec], profile_of: dict[str, str],
+                       profiles: Callable[[Path], str]) -> tuple[Path, dict[str, UpdatePeer]]:
+    """A site file whose hosts are stand-in UpdateService BMCs behind TLS proxies (one per
+    ``peers`` entry: inventory, modes, options); the site reads the password from
+    $FW_BMC_PASSWORD and ``profiles(images_dir)`` writes the profiles' baselines. The peers
+    live as long as ``stack``."""
+    tls = make_tls(tmp / "tls")
+    site_dir, images, logs = tmp / "site", tmp / "images", tmp / "logs"
+    for d in (site_dir, images, logs):
+        d.mkdir()
+    shutil.copy(tls.ca, site_dir / "bmc-ca.pem")
+    started: dict[str, UpdatePeer] = {}
+    lines = []
+    for u, (name, (inventory, modes, options)) in enumerate(peers.items(), start=1):
+        peer = stack.enter_context(update_peer(user, password, inventory, modes, **options))
+        (url,) = stack.enter_context(fault_proxy(peer.url, logs, tls=tls))
+        started[name] = peer
+        port = urlsplit(url).port
+        lines.append(f"      - {{u: {u}, name: {name}, profile: {profile_of[name]}, "
+                     f"bmc: {{address: 127.0.0.1, port: {port}}}}}")
+    path = site_dir / "site.yml"
+    path.write_text(
+        f"site: {site}\nsettings:\n"
+        "  redfish: {ca_bundle: bmc-ca.pem, timeout_s: 2, retries: 0}\n"
+        f"  firmware_server: {{url: 'http://127.0.0.1:{free_port('127.0.0.1')}', "
+        "listen: 127.0.0.1}\n"
+        f"credentials:\n  bmc: {{username: {user}, password: {{env: FW_BMC_PASSWORD}}}}\n"
+        + profiles(images)
+        + "racks:\n  - name: r1\n    index: 1\n    defaults: {bmc: {credentials: bmc}}\n"
+        "    hosts:\n" + "\n".join(lines) + "\n")
+    return path, started
+

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -28,8 +26,7 @@ from typer.testing import CliRunner
 from provisioner.cli.main import app
 from provisioner.inventory import load_site
 from provisioner.state import StateStore
-from provisioner.testing.redfish_peers import fault_proxy, free_port, make_tls
-from provisioner.testing.update_peer import UpdatePeer, image_bytes, update_peer
+from provisioner.testing.update_peer import UpdatePeer, firmware_rack_site, image_bytes
 
 USER, PASSWORD = "admin", "push-Canary-Pa55"
 FW = "/redfish/v1/UpdateService/FirmwareInventory"
@@ -97,30 +94,9 @@ def rack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
          ) -> Iterator[tuple[Path, dict[str, UpdatePeer]]]:
     monkeypatch.setenv("FW_BMC_PASSWORD", PASSWORD)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    tls = make_tls(tmp_path / "tls")
-    site_dir, images, logs = tmp_path / "site", tmp_path / "images", tmp_path / "logs"
-    for d in (site_dir, images, logs):
-        d.mkdir()
-    shutil.copy(tls.ca, site_dir / "bmc-ca.pem")
     with ExitStack() as stack:
-        peers, lines = {}, []
-        for u, (name, (inventory, modes, options)) in enumerate(PEERS.items(), start=1):
-            peer = stack.enter_context(update_peer(USER, PASSWORD, inventory, modes, **options))
-            (url,) = stack.enter_context(fault_proxy(peer.url, logs, tls=tls))
-            peers[name] = peer
-            lines.append(f"      - {{u: {u}, name: {name}, profile: {PROFILE_OF[name]}, "
-                         f"bmc: {{address: 127.0.0.1, port: {urlsplit(url).port}}}}}")
-        path = site_dir / "site.yml"
-        path.write_text(
-            "site: fwpush\nsettings:\n"
-            "  redfish: {ca_bundle: bmc-ca.pem, timeout_s: 2, retries: 0}\n"
-            f"  firmware_server: {{url: 'http://127.0.0.1:{free_port('127.0.0.1')}', "
-            "listen: 127.0.0.1}\n"
-            f"credentials:\n  bmc: {{username: {USER}, password: {{env: FW_BMC_PASSWORD}}}}\n"
-            + _profiles(images)
-            + "racks:\n  - name: r1\n    index: 1\n    defaults: {bmc: {credentials: bmc}}\n"
-            "    hosts:\n" + "\n".join(lines) + "\n")
-        yield path, peers
+        yield firmware_rack_site(stack, tmp_path, "fwpush", USER, PASSWORD, PEERS,
+                                 PROFILE_OF, _profiles)
 
 
 def test_push_updates_and_a_bmc_without_any_way_fails_alone(rack):
