@@ -2,7 +2,9 @@
 
 Stand-in for a real BMC (sushy-static serves the same trees, but one process per mutated case
 would be far too slow): GET of any recorded resource, a session POST answered with a token and
-a Location, DELETE of the session. One resource at a time is replaced by mutated bytes.
+a Location, DELETE of the session. One resource at a time is replaced by mutated bytes. A
+collection asked for with ``$expand`` answers with its members' bodies inline, the mutated one
+spliced in as it is (so the client's checks of expanded answers are fuzzed too).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 
 def mockup_files(root: Path) -> dict[str, Path]:
@@ -56,12 +58,15 @@ class Peer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                path = urlsplit(self.path).path.rstrip("/") or "/"
+                url = urlsplit(self.path)
+                path = url.path.rstrip("/") or "/"
                 peer.seen.append(path)
-                if peer.override and peer.override[0] == path:
-                    self._send(200, peer.override[1])
-                elif path in peer.tree:
-                    self._send(200, peer.tree[path])
+                body = peer.body(path)
+                expanded = peer.expanded(body) if "$expand" in parse_qs(url.query) else None
+                if expanded is not None:
+                    self._send(200, expanded)
+                elif body is not None:
+                    self._send(200, body)
                 else:
                     self._send(404, json.dumps({"error": {"code": "Base.1.0.ResourceMissingAtURI",
                                                           "message": "not found"}}).encode())
@@ -78,6 +83,34 @@ class Peer:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+    def body(self, path: str) -> bytes | None:
+        """What ``path`` answers: the mutated bytes if it is the one overridden."""
+        if self.override and self.override[0] == path:
+            return self.override[1]
+        return self.tree.get(path)
+
+    def expanded(self, body: bytes | None) -> bytes | None:
+        """A collection with its members' bodies inline, or None if ``body`` is no collection."""
+        try:
+            doc = json.loads(body or b"")
+        except (ValueError, RecursionError):  # a mutated body: served as it is
+            return None
+        members = doc.get("Members") if isinstance(doc, dict) else None
+        if not isinstance(members, list):
+            return None
+        parts = []
+        for m in members:
+            ref = m.get("@odata.id") if isinstance(m, dict) else None
+            path = ref.rstrip("/") if isinstance(ref, str) else None
+            if path is not None:
+                self.seen.append(path)
+            raw = self.body(path) if path is not None else None
+            parts.append(raw if raw is not None else json.dumps(m).encode())
+        doc["Members"] = "@MEMBERS@"
+        head, tail = json.dumps(doc).encode().split(b'"@MEMBERS@"', 1)
+        return head + b"[" + b",".join(parts) + b"]" + tail
 
 
 _PEER: Peer | None = None

@@ -294,7 +294,8 @@ def _redfish(data: bytes, work: Path) -> Any:
 
 _BMC_MOCKUPS = ("dmtf-public-rackmount1", "dell-idrac9-poweredge-r750-ib-libredfish",
                 "supermicro-sys-821ge-tnhr-hgx-h100-libredfish",
-                "hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish")
+                "hpe-ilo5-proliant-dl385-gen10plus-v2-libredfish", "nvidia-dgx-h100-libredfish",
+                "nvidia-gb200-nvl-tray-libredfish")
 
 
 @functools.cache
