@@ -76,6 +76,7 @@ class RedfishBMC(RedfishInventory):
         self._sleep = sleep
         self._clock = clock
         self._system_path: str | None = None
+        self._system_members: list[str] = []
         self._system: dict[str, Any] | None = None
         self._system_at = 0.0
         self._nics: list[NicPort] | None = None
@@ -105,13 +106,27 @@ class RedfishBMC(RedfishInventory):
             if not members:
                 raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,
                                   path=collection)
+            self._system_members = members
             self._system_path = self.choose_system(members)
         return self._system_path
 
+    def is_host_system(self, path: str) -> bool:
+        """Whether a System can be a host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
+        return not path.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")
+
     def choose_system(self, members: list[str]) -> str:
-        """Which of several Systems is the host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
-        hosts = [m for m in members if not m.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")]
+        """Which of several Systems is the host: the first that is not a GPU baseboard."""
+        hosts = [m for m in members if self.is_host_system(m)]
         return (hosts or members)[0]
+
+    def _several_hosts_warning(self) -> str | None:
+        """A BMC serving several nodes (a blade's node controller) lists one System each."""
+        hosts = [m for m in self._system_members if self.is_host_system(m)]
+        if len(hosts) < 2:
+            return None
+        ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in hosts)
+        return (f"the BMC serves {len(hosts)} host Systems ({ids}): facts, power and boot "
+                f"apply to {self.system_path()} only, the first listed")
 
     def system(self, *, refresh: bool = False, max_age_s: float | None = None) -> dict[str, Any]:
         """The ComputerSystem resource: cached, re-read if ``refresh`` or older than max_age_s."""
@@ -395,6 +410,7 @@ class RedfishBMC(RedfishInventory):
     # -- discovery ----------------------------------------------------------------------
 
     def _manager_paths(self) -> list[str]:
+        """The System's Managers (``Links.ManagedBy``), else the BMC's, best first."""
         links = self.system().get("Links") or {}
         managed_by = rp.link_list(links.get("ManagedBy"))
         if managed_by:
@@ -402,7 +418,23 @@ class RedfishBMC(RedfishInventory):
         collection = rp.odata_id(self.client.root.get("Managers"))
         if not collection:
             return []
-        return rp.link_list(self.client.get(collection).get("Members"))
+        members = rp.link_list(self.client.get(collection).get("Members"))
+        if len(members) < 2:
+            return members
+        # Without ManagedBy the collection order says nothing: a blade lists its mezzanine
+        # microcontrollers (AuxiliaryController, no clock) before the node BMC.
+        me = self.system_path().rstrip("/")
+        bodies = self._read_many(members, "Manager")
+
+        def rank(item: tuple[str, dict[str, Any] | None]) -> int:
+            body = item[1] or {}
+            serves = {p.rstrip("/") for p in rp.link_list(
+                (body.get("Links") or {}).get("ManagerForServers"))}
+            if me in serves:
+                return 0
+            return 2 if body.get("ManagerType") == "AuxiliaryController" or not body else 1
+
+        return [path for path, _ in sorted(zip(members, bodies, strict=True), key=rank)]
 
     def discover(self) -> HostFacts:
         """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
@@ -436,6 +468,9 @@ class RedfishBMC(RedfishInventory):
                 if exc.hint:
                     facts.extra["provisioning_nic_hint"] = exc.hint
             facts.extra["nic_explain"] = self.nic_explanation()
+        several = self._several_hosts_warning()
+        if several and several not in self.warnings:
+            self.warnings.append(several)
         facts.extra.update(
             {
                 "vendor": self.vendor,

@@ -391,16 +391,21 @@ def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort
 
 def unique_ids(ports: list[NicPort]) -> list[NicPort]:
     """Ports whose Id another port shares get their adapter's Id in front ("slot3/1"): many
-    BMCs number device functions per adapter, and a rule's port_id must name one port."""
-    counts: dict[str, int] = {}
-    for port in ports:
-        counts[port.id] = counts.get(port.id, 0) + 1
-    out = []
-    for port in ports:
-        found = re.search(r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/", port.source)
-        if counts[port.id] > 1 and found:
-            port = replace(port, id=f"{found.group(1)}/{port.id}")
-        out.append(port)
+    BMCs number device functions per adapter, and a rule's port_id must name one port. Where
+    adapters of two chassis share an Id too, the chassis Id goes in front ("riser/slot3/1")."""
+    out = ports
+    for pattern in (r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/",
+                    r"/Chassis/([^/]+)/NetworkAdapters/"):
+        counts: dict[str, int] = {}
+        for port in out:
+            counts[port.id] = counts.get(port.id, 0) + 1
+        renamed = []
+        for port in out:
+            found = re.search(pattern, port.source)
+            if counts[port.id] > 1 and found:
+                port = replace(port, id=f"{found.group(1)}/{port.id}")
+            renamed.append(port)
+        out = renamed
     return out
 
 

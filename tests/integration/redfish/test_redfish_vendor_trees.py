@@ -45,6 +45,10 @@ TREES = {
     "intel": "intel-s2600bpb-csm",
     "split": "project-split-chassis",
     "bootonly": "project-bootoptions-only",
+    "ex235n": "hpe-cray-ex235n-a100-csm",
+    "xl675d-a40": "hpe-ilo5-proliant-xl675d-gen10plus-a40-csm",
+    "openbmc": "openbmc-stock-csm",
+    "twonode": "project-two-node-blade",
 }
 
 
@@ -134,6 +138,16 @@ IDENTITY = {
               {"02:00:5e:10:00:01", "02:00:5e:10:00:02", "02:00:5e:20:00:01"}),
     "bootonly": (RedfishBMC, "Example Systems", "EX-TRAY", "PRJTRAY0",
                  {"02:00:5e:30:00:01", "02:00:5e:30:00:02", "02:00:5e:30:00:ff"}),
+    # One blade BMC, two nodes: Node0 is read; its Slingshot ports have no MAC.
+    "ex235n": (HpeBMC, "HPE", "HPE Cray EX235n", "DP20300012", {"00:40:a6:84:d5:ea"}),
+    "xl675d-a40": (HpeBMC, "HPE", "ProLiant XL675d Gen10 Plus", "JS05NP1072",
+                   {f"94:40:c9:6a:42:{n:02x}" for n in range(0xda, 0xea)}
+                   | {"b4:7a:f1:12:fb:70", "b4:7a:f1:12:fb:71"}),
+    # Stock OpenBMC: no identity anywhere, no host port listed.
+    "openbmc": (RedfishBMC, None, None, None, set()),
+    # Node0 has no serial and must not take Node1's; Node1's ports are not Node0's.
+    "twonode": (RedfishBMC, "Example Systems", "EX-2N", None,
+                {"02:00:5e:40:00:01", "02:00:5e:40:00:02"}),
 }
 
 

@@ -87,6 +87,15 @@ def test_location_facts_merge_and_ids_stay_unique():
         ("1", True, "ocp", True), ("b/1", None, "slot", False)]
 
 
+def test_adapters_of_two_chassis_with_the_same_id_get_the_chassis_in_front():
+    ports = [NicPort("1", "02:00:5e:00:00:01", source="/Systems/1/EthernetInterfaces/1"),
+             NicPort("1", "02:00:5e:00:00:02",
+                     source="/Chassis/a/NetworkAdapters/lom/NetworkDeviceFunctions/1"),
+             NicPort("1", "02:00:5e:00:00:03",
+                     source="/Chassis/b/NetworkAdapters/lom/NetworkDeviceFunctions/1")]
+    assert [p.id for p in rp.unique_ids(ports)] == ["1", "a/lom/1", "b/lom/1"]
+
+
 def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
     # (a VIC in PCIe slot 1) and "MLOM.0" (the modular LOM), no LinkStatus at all.
