@@ -67,3 +67,12 @@ def test_two_node_blade_keeps_each_node_apart(tmp_path):
     assert any("2 host Systems (Node0, Node1)" in w for w in warnings)
     assert facts.provisioning_mac == "02:00:5e:40:00:02"  # Node0's LOM, not Node1's
     assert facts.bmc_firmware == "blade-1.2.3"  # the blade BMC, not the MCU listed first
+
+
+def test_gb200_nvlink_switch_tray_gives_identity_and_firmware_and_refuses_the_nic(tmp_path):
+    _bmc, facts = discover(tree("gbswitch"), tmp_path, FIRST_UP)
+    assert facts.bmc_firmware == "88.0002.1950" and facts.bmc_datetime is not None
+    assert any("MGX_FW_NVSwitch_0" in name for name in facts.firmware)
+    assert facts.provisioning_mac is None
+    assert "no Ethernet port" in facts.extra["provisioning_nic_hint"]
+    assert not [w for w in facts.extra["warnings"] if w.startswith("identity:")]

@@ -49,6 +49,7 @@ TREES = {
     "xl675d-a40": "hpe-ilo5-proliant-xl675d-gen10plus-a40-csm",
     "openbmc": "openbmc-stock-csm",
     "twonode": "project-two-node-blade",
+    "gbswitch": "nvidia-gb200-nvlink-switch-tray-libredfish",
 }
 
 
@@ -148,6 +149,8 @@ IDENTITY = {
     # Node0 has no serial and must not take Node1's; Node1's ports are not Node0's.
     "twonode": (RedfishBMC, "Example Systems", "EX-2N", None,
                 {"02:00:5e:40:00:01", "02:00:5e:40:00:02"}),
+    # An NVLink switch tray of a GB200 NVL72 rack: identity, no host port over Redfish.
+    "gbswitch": (NvidiaBMC, "NVIDIA", "N5110_LD", "MT2519600UDR", set()),
 }
 
 
