@@ -1,12 +1,15 @@
 """The provisioning NIC and warnings on the recordings added after the first vendor set.
 
-Blade controllers serving several nodes (HPE Cray EX), a stock OpenBMC that names nothing, and
-an Apollo 6500 with partitioned (NPAR) ports; served by sushy-static as in
+Blade controllers serving several nodes (HPE Cray EX), a stock OpenBMC that names nothing, an
+Apollo 6500 with partitioned (NPAR) ports, a GB200 NVLink switch tray, iLO 6/7 GPU servers; served by sushy-static as in
 ``test_redfish_vendor_trees.py`` (whose ``TREES``/``IDENTITY`` hold their identity and MACs).
 ``project-two-node-blade`` is written by the project (see its PROVENANCE.md).
 """
 
 from __future__ import annotations
+
+import json
+import shutil
 
 from tests.integration.redfish.test_redfish_vendor_trees import (
     FIRST_UP,
@@ -76,3 +79,47 @@ def test_gb200_nvlink_switch_tray_gives_identity_and_firmware_and_refuses_the_ni
     assert facts.provisioning_mac is None
     assert "no Ethernet port" in facts.extra["provisioning_nic_hint"]
     assert not [w for w in facts.extra["warnings"] if w.startswith("identity:")]
+
+
+def test_ilo6_dl380a_port_position_comes_from_the_boot_entry_name(tmp_path):
+    # iLO 6 has no BaseNetworkAdapters and no adapter Location: "Slot 2 Port 1 : ..." says it.
+    _bmc, facts = discover(tree("dl380a-g11"), tmp_path)
+    ports = explained(facts)
+    slot2 = ports["58:a2:e1:03:96:f2"]
+    assert slot2["location"] == "slot" and slot2["pcie_slot"] == "Slot 2"
+    assert "iLO boot entry" in slot2["location_from"]
+    assert ports["58:a2:e1:03:96:f3"]["location"] is None  # no boot entry names it
+    assert facts.provisioning_mac is None
+    assert "{rule: first-up}" in facts.extra["provisioning_nic_hint"]
+    assert facts.bmc_firmware == "iLO 6 v1.66" and len(facts.drives) == 8
+    _bmc, facts = discover(tree("dl380a-g11"), tmp_path, FIRST_UP)
+    assert facts.provisioning_mac == "58:a2:e1:03:96:f2"
+
+
+def test_ilo6_copy_whose_boot_entry_names_an_ocp_slot_is_onboard(tmp_path):
+    # A copy made by the test: the ConnectX's boot entries renamed as iLO names an OCP card's.
+    copy = tmp_path / "tree"
+    shutil.copytree(tree("dl380a-g11"), copy)
+    for path in (copy / "Systems" / "1" / "BootOptions").rglob("index.json"):
+        body = json.loads(path.read_text())
+        name = str(body.get("DisplayName") or "")
+        if name.startswith("Slot 2 Port 1 :"):
+            body["DisplayName"] = "OCP Slot 17" + name[len("Slot 2"):]
+            path.write_text(json.dumps(body))
+    _bmc, facts = discover(copy, tmp_path)
+    assert facts.provisioning_mac == "58:a2:e1:03:96:f2"
+    assert explained(facts)["58:a2:e1:03:96:f2"]["location"] == "ocp"
+
+
+def test_ilo7_dl380a_gen12_every_nic_is_in_a_slot(tmp_path):
+    _bmc, facts = discover(tree("dl380a-g12"), tmp_path)
+    ports = explained(facts)
+    # The EthernetInterfaces' UefiDevicePath disagree with the boot entries on this iLO; the
+    # boot entries' names (Slot 3/7/8/25/26) are what is used.
+    assert {ports[m]["pcie_slot"] for m in ("58:a2:e1:03:a8:e2", "88:e9:a4:45:45:f2",
+                                            "88:e9:a4:4c:4e:f8", "88:e9:a4:45:35:de",
+                                            "88:e9:a4:4c:5e:08")} == {
+        "Slot 3", "Slot 7", "Slot 8", "Slot 25", "Slot 26"}
+    assert facts.provisioning_mac is None
+    _bmc, facts = discover(tree("dl380a-g12"), tmp_path, FIRST_UP)
+    assert facts.provisioning_mac == "58:a2:e1:03:a8:e2"

@@ -50,6 +50,8 @@ TREES = {
     "openbmc": "openbmc-stock-csm",
     "twonode": "project-two-node-blade",
     "gbswitch": "nvidia-gb200-nvlink-switch-tray-libredfish",
+    "dl380a-g11": "hpe-ilo6-proliant-dl380a-gen11-h100nvl-ilo-emulator",
+    "dl380a-g12": "hpe-ilo7-proliant-dl380a-gen12-h200nvl-ilo-emulator",
 }
 
 
@@ -151,6 +153,12 @@ IDENTITY = {
                 {"02:00:5e:40:00:01", "02:00:5e:40:00:02"}),
     # An NVLink switch tray of a GB200 NVL72 rack: identity, no host port over Redfish.
     "gbswitch": (NvidiaBMC, "NVIDIA", "N5110_LD", "MT2519600UDR", set()),
+    # HPE marked these captures "SIMULATED" in the Model; the rest is as the iLO answered.
+    "dl380a-g11": (HpeBMC, "HPE", "ProLiant DL380a Gen11 -- SIMULATED", "2M2D2J00L4",
+                   {"58:a2:e1:03:96:f2", "58:a2:e1:03:96:f3"}),
+    "dl380a-g12": (HpeBMC, "HPE", "HPE ProLiant Compute DL380a Gen12 -- SIMULATED",
+                   "2M2D2Q02TH", {"58:a2:e1:03:a8:e2", "58:a2:e1:03:a8:e3", "88:e9:a4:45:45:f2",
+                                  "88:e9:a4:4c:4e:f8", "88:e9:a4:45:35:de", "88:e9:a4:4c:5e:08"}),
 }
 
 

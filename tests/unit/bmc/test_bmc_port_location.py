@@ -159,3 +159,28 @@ def test_a_view_saying_link_up_wins_over_a_stale_one():
     eth = NicPort("NIC1", "02:00:5e:00:00:01", link_up=False)
     port = NicPort("1.1", "02:00:5e:00:00:01", link_up=True)
     assert rp.merge_nics([eth], [port])[0].link_up is True
+
+
+def test_ilo_boot_entry_names_give_the_port_position():
+    # Written by the project after the names iLO 5/6/7 give UEFI network boot entries.
+    from provisioner.bmc.vendors.hpe_adapters import boot_entry_locations
+
+    def option(n: int, name: str, mac: str) -> dict:
+        return {"@odata.id": f"/redfish/v1/Systems/1/BootOptions/{n}", "DisplayName": name,
+                "BootOptionReference": f"Boot000{n}",
+                "UefiDevicePath": f"PciRoot(0x0)/Pci(0x1,0x0)/MAC({mac},0x1)/IPv4(0.0.0.0)"}
+
+    found = boot_entry_locations([
+        option(1, "OCP Slot 10 Port 1 : Intel I350-T4 for OCP NIC 3.0 (PXE IPv4)", "02005E000001"),
+        option(2, "Embedded LOM 1 Port 1 : HPE Ethernet 1Gb 4-port 369i (PXE IPv4)",
+               "02005E000002"),
+        option(3, "Slot 2 Port 1 : Nvidia Network Adapter - 02:00:5E:00:00:03 (PXE IPv4)",
+               "02005E000003"),
+        option(4, "Embedded FlexibleLOM 1 Port 1 : HPE 10/25Gb 640FLR (PXE IPv4)",
+               "02005E000004"),
+        option(5, "UEFI PXE IPv4 (MAC:02005E000005)", "02005E000005"),  # no position named
+    ])
+    assert {mac: where[0] for mac, where in found.items()} == {
+        "02:00:5e:00:00:01": "ocp", "02:00:5e:00:00:02": "embedded",
+        "02:00:5e:00:00:03": "slot", "02:00:5e:00:00:04": "ocp"}
+    assert found["02:00:5e:00:00:03"][2] == "Slot 2"
