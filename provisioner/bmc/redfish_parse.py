@@ -359,14 +359,17 @@ def pcie_device_of(function: dict[str, Any]) -> str | None:
 
 def location_from_id(port: NicPort) -> NicPort:
     """A port whose location no Redfish property gave: what its Id says (Dell
-    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM)."""
+    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM), else its name (Supermicro
+    "OnBoard LAN 1")."""
     if port.location is not None:
         return port
-    found = location_from_text(port.id)
+    found, said = location_from_text(port.id), f"port Id {port.id!r}"
+    if found is None and port.name:
+        found, said = location_from_text(port.name), f"port name {port.name!r}"
     if found is None:
         return port
     onboard = port.onboard if port.onboard is not None else found in ONBOARD_LOCATIONS
-    return replace(port, location=found, location_from=f"port Id {port.id!r}", onboard=onboard)
+    return replace(port, location=found, location_from=said, onboard=onboard)
 
 
 def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort]:

@@ -1,7 +1,7 @@
 """The provisioning NIC and warnings on the recordings added after the first vendor set.
 
 Blade controllers serving several nodes (HPE Cray EX), a stock OpenBMC that names nothing, an
-Apollo 6500 with partitioned (NPAR) ports, a GB200 NVLink switch tray, iLO 6/7 GPU servers; served by sushy-static as in
+Apollo 6500 with partitioned (NPAR) ports, a GB200 NVLink switch tray, iLO 6/7 GPU servers, Supermicro GB300 NVL and X10; served by sushy-static as in
 ``test_redfish_vendor_trees.py`` (whose ``TREES``/``IDENTITY`` hold their identity and MACs).
 ``project-two-node-blade`` is written by the project (see its PROVENANCE.md).
 """
@@ -123,3 +123,28 @@ def test_ilo7_dl380a_gen12_every_nic_is_in_a_slot(tmp_path):
     assert facts.provisioning_mac is None
     _bmc, facts = discover(tree("dl380a-g12"), tmp_path, FIRST_UP)
     assert facts.provisioning_mac == "58:a2:e1:03:a8:e2"
+
+
+def test_supermicro_gb300_tray_ports_from_boot_options_refused_with_the_rule_to_write(tmp_path):
+    _bmc, facts = discover(tree("smc-gb300"), tmp_path)
+    ports = explained(facts)
+    assert ports["e2:1b:99:34:1f:c4"]["excluded"].startswith("a USB network device")
+    assert ports["7c:c2:55:91:1a:b2"]["boot_options"][0].startswith("Boot0002")
+    assert facts.provisioning_mac is None
+    assert "{port_id: 7CC255911AB2}" in facts.extra["provisioning_nic_hint"]
+    assert facts.bmc_firmware == "70.01.00.09" and facts.drives
+    _bmc, facts = discover(tree("smc-gb300"), tmp_path, FIRST_UP)
+    assert facts.provisioning_mac == "7c:c2:55:91:1a:b2"  # the I210, first in port order
+    assert any("reports no link state" in w for w in facts.extra["warnings"])
+
+
+def test_supermicro_x10_onboard_by_port_name_and_missing_services_are_warnings(tmp_path):
+    _bmc, facts = discover(tree("smc-x10"), tmp_path)
+    lan1 = explained(facts)["ac:1f:6b:18:a4:5a"]
+    assert lan1["location"] == "embedded" and lan1["location_from"] == "port name 'OnBoard LAN 1'"
+    assert facts.provisioning_mac == "ac:1f:6b:18:a4:5a"  # chosen with a no-link-state warning
+    warnings = facts.extra["warnings"]
+    assert any("reports no link state" in w for w in warnings)
+    assert any("/redfish/v1/UpdateService" in w for w in warnings)
+    assert any(w.startswith("identity: no SerialNumber") for w in warnings)
+    assert facts.firmware == {} and facts.bmc_firmware == "4.0"

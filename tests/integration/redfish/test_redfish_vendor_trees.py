@@ -21,6 +21,7 @@ from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
 from provisioner.bmc.vendors.lenovo import LenovoBMC
 from provisioner.bmc.vendors.nvidia import NvidiaBMC
+from provisioner.bmc.vendors.supermicro import SupermicroBMC
 from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
 from provisioner.secrets import Secret
@@ -52,6 +53,8 @@ TREES = {
     "gbswitch": "nvidia-gb200-nvlink-switch-tray-libredfish",
     "dl380a-g11": "hpe-ilo6-proliant-dl380a-gen11-h100nvl-ilo-emulator",
     "dl380a-g12": "hpe-ilo7-proliant-dl380a-gen12-h200nvl-ilo-emulator",
+    "smc-gb300": "supermicro-gb300-nvl-redfish-ctl",
+    "smc-x10": "supermicro-x10sdv-redfish-ctl",
 }
 
 
@@ -159,6 +162,14 @@ IDENTITY = {
     "dl380a-g12": (HpeBMC, "HPE", "HPE ProLiant Compute DL380a Gen12 -- SIMULATED",
                    "2M2D2Q02TH", {"58:a2:e1:03:a8:e2", "58:a2:e1:03:a8:e3", "88:e9:a4:45:45:f2",
                                   "88:e9:a4:4c:4e:f8", "88:e9:a4:45:35:de", "88:e9:a4:4c:5e:08"}),
+    # Host MACs only in BootOptions (like the GB200 tray), the USB host interface among them.
+    "smc-gb300": (SupermicroBMC, "Supermicro", "GB NVL", "S964512X5913271",
+                  {"7c:c2:55:91:1a:b2", "e0:9d:73:ad:2d:42", "e0:9d:73:ad:2d:43",
+                   "e2:1b:99:34:1f:c4"}),
+    # Redfish 1.0.1: no SerialNumber, no UpdateService, no Storage.
+    "smc-x10": (SupermicroBMC, "Supermicro", "Super Server", None,
+                {"ac:1f:6b:18:a4:5a", "ac:1f:6b:18:a4:5b", "ac:1f:6b:18:a6:b2",
+                 "ac:1f:6b:18:a6:b3"}),
 }
 
 

@@ -184,3 +184,15 @@ def test_ilo_boot_entry_names_give_the_port_position():
         "02:00:5e:00:00:01": "ocp", "02:00:5e:00:00:02": "embedded",
         "02:00:5e:00:00:03": "slot", "02:00:5e:00:00:04": "ocp"}
     assert found["02:00:5e:00:00:03"][2] == "Slot 2"
+
+
+def test_port_position_from_the_name_when_neither_id_nor_resources_say():
+    # Written by the project: the Id wins over the name; the name only fills a gap.
+    named = rp.location_from_id(NicPort("1", "02:00:5e:00:00:01", name="OnBoard LAN 1"))
+    assert (named.location, named.location_from, named.onboard) == (
+        "embedded", "port name 'OnBoard LAN 1'", True)
+    by_id = rp.location_from_id(NicPort("NIC.Slot.3-1-1", "02:00:5e:00:00:02",
+                                        name="OnBoard LAN 2"))
+    assert (by_id.location, by_id.onboard) == ("slot", False)
+    plain = rp.location_from_id(NicPort("2", "02:00:5e:00:00:03", name="eth1"))
+    assert plain.location is None and plain.onboard is None
