@@ -77,6 +77,7 @@ class RedfishBMC(RedfishInventory):
         self._clock = clock
         self._system_path: str | None = None
         self._system_members: list[str] = []
+        self._host_systems: list[str] | None = None
         self._system: dict[str, Any] | None = None
         self._system_at = 0.0
         self._nics: list[NicPort] | None = None
@@ -114,6 +115,21 @@ class RedfishBMC(RedfishInventory):
         """Whether a System can be a host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
         return not path.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")
 
+    def host_systems(self) -> list[str]:
+        """Every System of the BMC that is a host: not a GPU baseboard, nor a DPU/SmartNIC's
+        own System (``SystemType: DPU``), which is read to tell (only when there are several)."""
+        if self._host_systems is None:
+            self.system_path()
+            hosts = [m for m in self._system_members if self.is_host_system(m)]
+            if len(hosts) > 1:
+                me = self.system_path().rstrip("/")
+                others = [m for m in hosts if m.rstrip("/") != me]
+                bodies = dict(zip(others, self._read_many(others, "System"), strict=True))
+                hosts = [m for m in hosts if m.rstrip("/") == me
+                         or str((bodies.get(m) or {}).get("SystemType") or "") != "DPU"]
+            self._host_systems = hosts
+        return self._host_systems
+
     def choose_system(self, members: list[str]) -> str:
         """Which of several Systems is the host: the first that is not a GPU baseboard."""
         hosts = [m for m in members if self.is_host_system(m)]
@@ -121,7 +137,7 @@ class RedfishBMC(RedfishInventory):
 
     def _several_hosts_warning(self) -> str | None:
         """A BMC serving several nodes (a blade's node controller) lists one System each."""
-        hosts = [m for m in self._system_members if self.is_host_system(m)]
+        hosts = self.host_systems()
         if len(hosts) < 2:
             return None
         ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in hosts)

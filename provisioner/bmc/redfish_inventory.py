@@ -47,6 +47,7 @@ class RedfishInventory:
     _ib_ports: list[dict[str, Any]]
     _host_chassis: list[tuple[str, dict[str, Any]]] | None
     _system_members: list[str]  # the Systems collection as read when opening the BMC
+    _host_systems: list[str] | None
     _boot_options: list[dict[str, Any]] | None
     # Reads several parts share are made once: one lock each, so the boot options are not
     # held up behind a slow chassis collection.
@@ -63,6 +64,10 @@ class RedfishInventory:
 
     def is_host_system(self, path: str) -> bool:
         """Whether a System can be a host rather than a GPU baseboard (RedfishBMC)."""
+        raise NotImplementedError
+
+    def host_systems(self) -> list[str]:
+        """The BMC's Systems that are hosts (RedfishBMC)."""
         raise NotImplementedError
 
     def _optional(self, what: str, func: Callable[[], Any], default: Any) -> Any:
@@ -141,7 +146,7 @@ class RedfishInventory:
             read = found.pop(path.rstrip("/"), None) or more.get(path)
             if read is not None:
                 out.append((path, read))
-        several = sum(1 for m in self._system_members if self.is_host_system(m)) > 1
+        several = len(self.host_systems()) > 1
         my_id = me.rsplit("/", 1)[-1]
         for path, chassis in found.items():
             systems = [s.rstrip("/") for s in

@@ -148,3 +148,17 @@ def test_supermicro_x10_onboard_by_port_name_and_missing_services_are_warnings(t
     assert any("/redfish/v1/UpdateService" in w for w in warnings)
     assert any(w.startswith("identity: no SerialNumber") for w in warnings)
     assert facts.firmware == {} and facts.bmc_firmware == "4.0"
+
+
+def test_dmtf_smartnic_the_dpu_system_is_not_a_second_host(tmp_path):
+    _bmc, facts = discover(tree("dmtf-smartnic"), tmp_path)
+    assert facts.extra["system_path"] == "/redfish/v1/Systems/437XR1138R2"
+    assert (facts.manufacturer, facts.serial) == ("Contoso", "437XR1138R2")
+    assert not any("host Systems" in w for w in facts.extra["warnings"])
+
+
+def test_dmtf_bladed_names_every_blade_the_bmc_serves(tmp_path):
+    _bmc, facts = discover(tree("dmtf-bladed"), tmp_path)
+    assert facts.serial == "529QB9450R6"
+    assert any("4 host Systems (529QB9450R6, 529QB9451R6, 529QB9452R6, 529QB9453R6)" in w
+               for w in facts.extra["warnings"])

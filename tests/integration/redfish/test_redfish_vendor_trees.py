@@ -55,6 +55,8 @@ TREES = {
     "dl380a-g12": "hpe-ilo7-proliant-dl380a-gen12-h200nvl-ilo-emulator",
     "smc-gb300": "supermicro-gb300-nvl-redfish-ctl",
     "smc-x10": "supermicro-x10sdv-redfish-ctl",
+    "dmtf-smartnic": "dmtf-public-smartnic",
+    "dmtf-bladed": "dmtf-public-bladed",
 }
 
 
