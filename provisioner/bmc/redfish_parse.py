@@ -23,8 +23,10 @@ from provisioner.bmc.base import (
 _MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
 _ONBOARD_RE = re.compile(r"(embedded|integrated|onboard|lom)", re.IGNORECASE)
 _SLOT_RE = re.compile(r"(slot|aoc|pcie)", re.IGNORECASE)
-# Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM".
-_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom", re.IGNORECASE)
+# Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM"; Dell's the
+# network daughter card (rNDC/bNDC), as DMTF's mockups label it too.
+_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom|daughter ?card|\b[rb]ndc\b",
+                     re.IGNORECASE)
 _EMBEDDED_RE = re.compile(r"(embedded|integrated|on-?board|\blom\b|\.lom\.|mlom)", re.IGNORECASE)
 _UEFI_MAC_RE = re.compile(r"MAC\(([0-9A-Fa-f]{12}),", re.IGNORECASE)
 # Starting/Training and the like are transitions, not a state: they stay unknown.

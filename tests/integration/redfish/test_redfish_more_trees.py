@@ -162,3 +162,11 @@ def test_dmtf_bladed_names_every_blade_the_bmc_serves(tmp_path):
     assert facts.serial == "529QB9450R6"
     assert any("4 host Systems (529QB9450R6, 529QB9451R6, 529QB9452R6, 529QB9453R6)" in w
                for w in facts.extra["warnings"])
+
+
+def test_dmtf_tower_network_daughter_card_is_onboard(tmp_path):
+    _bmc, facts = discover(tree("dmtf-tower"), tmp_path)
+    port = explained(facts)["00:0c:29:9a:98:ed"]
+    assert port["location"] == "ocp" and "NIC Daughter Card" in port["location_from"]
+    assert facts.provisioning_mac == "00:0c:29:9a:98:ed"  # link unknown: with a warning
+    assert any("reports no link state" in w for w in facts.extra["warnings"])

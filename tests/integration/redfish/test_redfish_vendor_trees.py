@@ -57,6 +57,7 @@ TREES = {
     "smc-x10": "supermicro-x10sdv-redfish-ctl",
     "dmtf-smartnic": "dmtf-public-smartnic",
     "dmtf-bladed": "dmtf-public-bladed",
+    "dmtf-tower": "dmtf-public-tower",
 }
 
 

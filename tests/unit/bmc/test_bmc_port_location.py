@@ -196,3 +196,11 @@ def test_port_position_from_the_name_when_neither_id_nor_resources_say():
     assert (by_id.location, by_id.onboard) == ("slot", False)
     plain = rp.location_from_id(NicPort("2", "02:00:5e:00:00:03", name="eth1"))
     assert plain.location is None and plain.onboard is None
+
+
+def test_network_daughter_cards_are_the_onboard_slot():
+    # Written by the project: Dell's rNDC/bNDC and "daughter card" labels are the LOM position.
+    assert rp.location_from_text("NIC Daughter Card") == "ocp"
+    assert rp.location_from_name("Broadcom 57416 2 Port 10Gb Base-T + 5720, rNDC") == "ocp"
+    assert rp.location_from_text("PCIe Slot 4") == "slot"
+    assert rp.location_from_name("ConnectX-7 Adapter Card") is None
