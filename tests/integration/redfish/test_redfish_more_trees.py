@@ -170,3 +170,12 @@ def test_dmtf_tower_network_daughter_card_is_onboard(tmp_path):
     assert port["location"] == "ocp" and "NIC Daughter Card" in port["location_from"]
     assert facts.provisioning_mac == "00:0c:29:9a:98:ed"  # link unknown: with a warning
     assert any("reports no link state" in w for w in facts.extra["warnings"])
+
+
+def test_ilo7_ocp_port_named_by_its_boot_entry_is_chosen_and_the_bad_clock_shows(tmp_path):
+    _bmc, facts = discover(tree("alletra"), tmp_path)
+    port = explained(facts)["8c:84:74:ec:42:7c"]
+    assert port["location"] == "ocp" and port["pcie_slot"] == "OCP Slot A"
+    assert facts.provisioning_mac == "8c:84:74:ec:42:7c"  # link unknown: with a warning
+    assert any("reports no link state" in w for w in facts.extra["warnings"])
+    assert facts.clock_skew_s is not None and abs(facts.clock_skew_s) > 365 * 86400  # 2001

@@ -58,6 +58,7 @@ TREES = {
     "dmtf-smartnic": "dmtf-public-smartnic",
     "dmtf-bladed": "dmtf-public-bladed",
     "dmtf-tower": "dmtf-public-tower",
+    "alletra": "hpe-ilo7-alletra-4220-gen12-ocp-ilo-emulator",
 }
 
 
@@ -173,6 +174,9 @@ IDENTITY = {
     "smc-x10": (SupermicroBMC, "Supermicro", "Super Server", None,
                 {"ac:1f:6b:18:a4:5a", "ac:1f:6b:18:a4:5b", "ac:1f:6b:18:a6:b2",
                  "ac:1f:6b:18:a6:b3"}),
+    "alletra": (HpeBMC, "HPE", "HPE Alletra Storage Server 4220 Gen12 - SIMULATED", "SANJACSCM",
+                {"8c:84:74:ec:42:7c", "8c:84:74:ec:42:7d", "8c:84:74:ec:42:7e",
+                 "8c:84:74:ec:42:7f"}),
 }
 
 
