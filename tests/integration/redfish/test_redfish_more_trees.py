@@ -179,3 +179,18 @@ def test_ilo7_ocp_port_named_by_its_boot_entry_is_chosen_and_the_bad_clock_shows
     assert facts.provisioning_mac == "8c:84:74:ec:42:7c"  # link unknown: with a warning
     assert any("reports no link state" in w for w in facts.extra["warnings"])
     assert facts.clock_skew_s is not None and abs(facts.clock_skew_s) > 365 * 86400  # 2001
+
+
+def test_ex235n_served_with_its_recorded_error_answers_warns_naming_each_path(tmp_path):
+    # The capture as recorded: the failed reads' error answers sit at the resources' paths and
+    # sushy-static serves them with 200. They are failed reads, named, not empty collections.
+    copy = tmp_path / "tree"
+    shutil.copytree(tree("ex235n"), copy)
+    errors = tree("ex235n").parent / "recorded-errors"
+    shutil.copytree(errors, copy, dirs_exist_ok=True)
+    _bmc, facts = discover(copy, tmp_path)
+    warnings = facts.extra["warnings"]
+    path = "/redfish/v1/Chassis/Node0/NetworkAdapters/HPCNet0/NetworkDeviceFunctions"
+    assert any(path in w and "Redfish error instead of the resource" in w
+               and "ResourceMissingAtURI" in w for w in warnings)
+    assert facts.serial == "DP20300012" and facts.extra["nic_explain"]["ports"]
