@@ -124,7 +124,7 @@ class RedfishInventory:
         IO boards, risers and the card chassis, which name the System in Links.ComputerSystems
         (or name no system at all). Chassis that belong to another System (a GPU baseboard)
         are left out, and so, on a BMC serving several host Systems (a two-node blade), is a
-        chassis naming none unless its Id is the System's: it may hold the other node's NICs.
+        chassis naming none whose Id is another node's System's (``Chassis/Node1``).
         """
         with self._read_lock:
             if self._host_chassis is None:
@@ -146,13 +146,14 @@ class RedfishInventory:
             read = found.pop(path.rstrip("/"), None) or more.get(path)
             if read is not None:
                 out.append((path, read))
-        several = len(self.host_systems()) > 1
-        my_id = me.rsplit("/", 1)[-1]
+        # Another node's chassis, known by its Id being that node's System's (Chassis/Node1).
+        other_nodes = {h.rstrip("/").rsplit("/", 1)[-1] for h in self.host_systems()
+                       if h.rstrip("/") != me}
         for path, chassis in found.items():
             systems = [s.rstrip("/") for s in
                        rp.link_list(rp.obj(chassis.get("Links")).get("ComputerSystems"))]
-            if me in systems or (not systems and (
-                    not several or path.rstrip("/").rsplit("/", 1)[-1] == my_id)):
+            if me in systems or (not systems and
+                                 path.rstrip("/").rsplit("/", 1)[-1] not in other_nodes):
                 out.append((path, chassis))
         return out
 
