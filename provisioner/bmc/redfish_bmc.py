@@ -102,7 +102,13 @@ class RedfishBMC(RedfishInventory):
         """The URI of the host's ComputerSystem (skipping HGX baseboards and the like)."""
         if self._system_path is None:
             root = self.client.root or self.client.get("/redfish/v1/")
-            collection = rp.odata_id(root.get("Systems")) or "/redfish/v1/Systems"
+            collection = rp.odata_id(root.get("Systems"))
+            if not collection and root.get("Chassis"):  # a chassis or switch controller
+                raise BMCNotFound(
+                    "the BMC offers no ComputerSystem (no Systems in its service root): it "
+                    "manages a chassis or switch, not a host", bmc=self.name, path="/redfish/v1/",
+                    hint="point the host's bmc.address at the host's own BMC")
+            collection = collection or "/redfish/v1/Systems"
             members = rp.link_list(self.client.get(collection).get("Members"))
             if not members:
                 raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,

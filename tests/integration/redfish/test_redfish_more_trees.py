@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
+from tests.conftest import corpus_path
 from tests.integration.redfish.test_redfish_vendor_trees import (
     FIRST_UP,
     discover,
@@ -194,3 +197,18 @@ def test_ex235n_served_with_its_recorded_error_answers_warns_naming_each_path(tm
     assert any(path in w and "Redfish error instead of the resource" in w
                and "ResourceMissingAtURI" in w for w in warnings)
     assert facts.serial == "DP20300012" and facts.extra["nic_explain"]["ports"]
+
+
+def test_a_chassis_controller_is_refused_as_no_host_bmc(tmp_path):
+    # HPE Cray EX CMM: its service root has no Systems (a chassis, not a host).
+    from provisioner.bmc.factory import open_redfish
+    from provisioner.redfish.errors import BMCNotFound
+    from provisioner.secrets import Secret
+    from provisioner.testing.redfish_peers import sushy_static
+    from tests.integration.redfish.test_redfish_vendor_trees import OPTS
+
+    root = corpus_path("redfish", "hpe-cray-ex-chassis-cmm-csm", "mockup")
+    with sushy_static(root, tmp_path) as url, pytest.raises(BMCNotFound) as caught:
+        open_redfish(url, "root", Secret("calvin"), OPTS)
+    assert "no Systems in its service root" in str(caught.value)
+    assert "host's own BMC" in (caught.value.hint or "")
