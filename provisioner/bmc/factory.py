@@ -26,6 +26,7 @@ def bmc_for_client(
     vendor = detect_vendor(client.root, system) or vendor_hint
     bmc = vendor_class(vendor)(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac)
     bmc._system_path, bmc._system, bmc._system_at = probe._system_path, system, probe._system_at
+    bmc._system_members = probe._system_members
     return bmc
 
 

@@ -76,6 +76,8 @@ class RedfishBMC(RedfishInventory):
         self._sleep = sleep
         self._clock = clock
         self._system_path: str | None = None
+        self._system_members: list[str] = []
+        self._host_systems: list[str] | None = None
         self._system: dict[str, Any] | None = None
         self._system_at = 0.0
         self._nics: list[NicPort] | None = None
@@ -100,18 +102,53 @@ class RedfishBMC(RedfishInventory):
         """The URI of the host's ComputerSystem (skipping HGX baseboards and the like)."""
         if self._system_path is None:
             root = self.client.root or self.client.get("/redfish/v1/")
-            collection = rp.odata_id(root.get("Systems")) or "/redfish/v1/Systems"
+            collection = rp.odata_id(root.get("Systems"))
+            if not collection and root.get("Chassis"):  # a chassis or switch controller
+                raise BMCNotFound(
+                    "the BMC offers no ComputerSystem (no Systems in its service root): it "
+                    "manages a chassis or switch, not a host", bmc=self.name, path="/redfish/v1/",
+                    hint="point the host's bmc.address at the host's own BMC")
+            collection = collection or "/redfish/v1/Systems"
             members = rp.link_list(self.client.get(collection).get("Members"))
             if not members:
                 raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,
                                   path=collection)
+            self._system_members = members
             self._system_path = self.choose_system(members)
         return self._system_path
 
+    def is_host_system(self, path: str) -> bool:
+        """Whether a System can be a host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
+        return not path.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")
+
+    def host_systems(self) -> list[str]:
+        """Every System of the BMC that is a host: not a GPU baseboard, nor a DPU/SmartNIC's
+        own System (``SystemType: DPU``), which is read to tell (only when there are several)."""
+        if self._host_systems is None:
+            self.system_path()
+            hosts = [m for m in self._system_members if self.is_host_system(m)]
+            if len(hosts) > 1:
+                me = self.system_path().rstrip("/")
+                others = [m for m in hosts if m.rstrip("/") != me]
+                bodies = dict(zip(others, self._read_many(others, "System"), strict=True))
+                hosts = [m for m in hosts if m.rstrip("/") == me
+                         or str((bodies.get(m) or {}).get("SystemType") or "") != "DPU"]
+            self._host_systems = hosts
+        return self._host_systems
+
     def choose_system(self, members: list[str]) -> str:
-        """Which of several Systems is the host: not a GPU baseboard (NVIDIA ``HGX_*``)."""
-        hosts = [m for m in members if not m.rstrip("/").rsplit("/", 1)[-1].startswith("HGX_")]
+        """Which of several Systems is the host: the first that is not a GPU baseboard."""
+        hosts = [m for m in members if self.is_host_system(m)]
         return (hosts or members)[0]
+
+    def _several_hosts_warning(self) -> str | None:
+        """A BMC serving several nodes (a blade's node controller) lists one System each."""
+        hosts = self.host_systems()
+        if len(hosts) < 2:
+            return None
+        ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in hosts)
+        return (f"the BMC serves {len(hosts)} host Systems ({ids}): facts, power and boot "
+                f"apply to {self.system_path()} only, the first listed")
 
     def system(self, *, refresh: bool = False, max_age_s: float | None = None) -> dict[str, Any]:
         """The ComputerSystem resource: cached, re-read if ``refresh`` or older than max_age_s."""
@@ -395,6 +432,7 @@ class RedfishBMC(RedfishInventory):
     # -- discovery ----------------------------------------------------------------------
 
     def _manager_paths(self) -> list[str]:
+        """The System's Managers (``Links.ManagedBy``), else the BMC's, best first."""
         links = self.system().get("Links") or {}
         managed_by = rp.link_list(links.get("ManagedBy"))
         if managed_by:
@@ -402,7 +440,23 @@ class RedfishBMC(RedfishInventory):
         collection = rp.odata_id(self.client.root.get("Managers"))
         if not collection:
             return []
-        return rp.link_list(self.client.get(collection).get("Members"))
+        members = rp.link_list(self.client.get(collection).get("Members"))
+        if len(members) < 2:
+            return members
+        # Without ManagedBy the collection order says nothing: a blade lists its mezzanine
+        # microcontrollers (AuxiliaryController, no clock) before the node BMC.
+        me = self.system_path().rstrip("/")
+        bodies = self._read_many(members, "Manager")
+
+        def rank(item: tuple[str, dict[str, Any] | None]) -> int:
+            body = item[1] or {}
+            serves = {p.rstrip("/") for p in rp.link_list(
+                (body.get("Links") or {}).get("ManagerForServers"))}
+            if me in serves:
+                return 0
+            return 2 if body.get("ManagerType") == "AuxiliaryController" or not body else 1
+
+        return [path for path, _ in sorted(zip(members, bodies, strict=True), key=rank)]
 
     def discover(self) -> HostFacts:
         """Read system, NICs, drives, manager clock and firmware (optional parts warn)."""
@@ -436,6 +490,9 @@ class RedfishBMC(RedfishInventory):
                 if exc.hint:
                     facts.extra["provisioning_nic_hint"] = exc.hint
             facts.extra["nic_explain"] = self.nic_explanation()
+        several = self._several_hosts_warning()
+        if several and several not in self.warnings:
+            self.warnings.append(several)
         facts.extra.update(
             {
                 "vendor": self.vendor,

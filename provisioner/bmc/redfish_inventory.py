@@ -46,6 +46,8 @@ class RedfishInventory:
     _nics: list[NicPort] | None
     _ib_ports: list[dict[str, Any]]
     _host_chassis: list[tuple[str, dict[str, Any]]] | None
+    _system_members: list[str]  # the Systems collection as read when opening the BMC
+    _host_systems: list[str] | None
     _boot_options: list[dict[str, Any]] | None
     # Reads several parts share are made once: one lock each, so the boot options are not
     # held up behind a slow chassis collection.
@@ -58,6 +60,14 @@ class RedfishInventory:
 
     def system(self, *, refresh: bool = False, max_age_s: float | None = None) -> dict[str, Any]:
         """The host's ComputerSystem (RedfishBMC)."""
+        raise NotImplementedError
+
+    def is_host_system(self, path: str) -> bool:
+        """Whether a System can be a host rather than a GPU baseboard (RedfishBMC)."""
+        raise NotImplementedError
+
+    def host_systems(self) -> list[str]:
+        """The BMC's Systems that are hosts (RedfishBMC)."""
         raise NotImplementedError
 
     def _optional(self, what: str, func: Callable[[], Any], default: Any) -> Any:
@@ -113,7 +123,8 @@ class RedfishInventory:
         GB200 and BlueField BMCs link the System to a BMC board chassis only; the NICs sit on
         IO boards, risers and the card chassis, which name the System in Links.ComputerSystems
         (or name no system at all). Chassis that belong to another System (a GPU baseboard)
-        are left out.
+        are left out, and so, on a BMC serving several host Systems (a two-node blade), is a
+        chassis naming none whose Id is another node's System's (``Chassis/Node1``).
         """
         with self._read_lock:
             if self._host_chassis is None:
@@ -135,10 +146,14 @@ class RedfishInventory:
             read = found.pop(path.rstrip("/"), None) or more.get(path)
             if read is not None:
                 out.append((path, read))
+        # Another node's chassis, known by its Id being that node's System's (Chassis/Node1).
+        other_nodes = {h.rstrip("/").rsplit("/", 1)[-1] for h in self.host_systems()
+                       if h.rstrip("/") != me}
         for path, chassis in found.items():
             systems = [s.rstrip("/") for s in
                        rp.link_list(rp.obj(chassis.get("Links")).get("ComputerSystems"))]
-            if me in systems or not systems:
+            if me in systems or (not systems and
+                                 path.rstrip("/").rsplit("/", 1)[-1] not in other_nodes):
                 out.append((path, chassis))
         return out
 
@@ -450,13 +465,24 @@ class RedfishInventory:
             if other is not None:
                 sources.append((path, other))
         fill()
+        missing = [keys[k] for k, v in out.items() if v[0] is None]
+        if missing:
+            asked = ", ".join(path for path, _ in sources)
+            self.warnings.append(f"identity: no {'/'.join(missing)} in {asked} (the BMC does "
+                                 "not say; check the host's FRU/asset data)")
         return out
 
     def _other_systems(self) -> list[str]:
+        """The BMC's other Systems that are no host (a GPU baseboard), to lend identity.
+
+        Another host System (the other node of a two-node blade) has its own serial:
+        never the host's.
+        """
         collection = rp.odata_id(self.client.root.get("Systems")) or "/redfish/v1/Systems"
         body = self._read(collection, "Systems") or {}
         me = self.system_path().rstrip("/")
-        return [m for m in rp.link_list(body.get("Members")) if m.rstrip("/") != me]
+        return [m for m in rp.link_list(body.get("Members"))
+                if m.rstrip("/") != me and not self.is_host_system(m)]
 
 
 def _call(job: Callable[[], Any]) -> Any:

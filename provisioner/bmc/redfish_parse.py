@@ -23,8 +23,10 @@ from provisioner.bmc.base import (
 _MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
 _ONBOARD_RE = re.compile(r"(embedded|integrated|onboard|lom)", re.IGNORECASE)
 _SLOT_RE = re.compile(r"(slot|aoc|pcie)", re.IGNORECASE)
-# Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM".
-_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom", re.IGNORECASE)
+# Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM"; Dell's the
+# network daughter card (rNDC/bNDC), as DMTF's mockups label it too.
+_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom|daughter ?card|\b[rb]ndc\b",
+                     re.IGNORECASE)
 _EMBEDDED_RE = re.compile(r"(embedded|integrated|on-?board|\blom\b|\.lom\.|mlom)", re.IGNORECASE)
 _UEFI_MAC_RE = re.compile(r"MAC\(([0-9A-Fa-f]{12}),", re.IGNORECASE)
 # Starting/Training and the like are transitions, not a state: they stay unknown.
@@ -359,14 +361,17 @@ def pcie_device_of(function: dict[str, Any]) -> str | None:
 
 def location_from_id(port: NicPort) -> NicPort:
     """A port whose location no Redfish property gave: what its Id says (Dell
-    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM)."""
+    NIC.Embedded/Integrated/Mezzanine/Slot, Cisco MLOM), else its name (Supermicro
+    "OnBoard LAN 1")."""
     if port.location is not None:
         return port
-    found = location_from_text(port.id)
+    found, said = location_from_text(port.id), f"port Id {port.id!r}"
+    if found is None and port.name:
+        found, said = location_from_text(port.name), f"port name {port.name!r}"
     if found is None:
         return port
     onboard = port.onboard if port.onboard is not None else found in ONBOARD_LOCATIONS
-    return replace(port, location=found, location_from=f"port Id {port.id!r}", onboard=onboard)
+    return replace(port, location=found, location_from=said, onboard=onboard)
 
 
 def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort]:
@@ -391,16 +396,21 @@ def merge_nics(primary: list[NicPort], secondary: list[NicPort]) -> list[NicPort
 
 def unique_ids(ports: list[NicPort]) -> list[NicPort]:
     """Ports whose Id another port shares get their adapter's Id in front ("slot3/1"): many
-    BMCs number device functions per adapter, and a rule's port_id must name one port."""
-    counts: dict[str, int] = {}
-    for port in ports:
-        counts[port.id] = counts.get(port.id, 0) + 1
-    out = []
-    for port in ports:
-        found = re.search(r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/", port.source)
-        if counts[port.id] > 1 and found:
-            port = replace(port, id=f"{found.group(1)}/{port.id}")
-        out.append(port)
+    BMCs number device functions per adapter, and a rule's port_id must name one port. Where
+    adapters of two chassis share an Id too, the chassis Id goes in front ("riser/slot3/1")."""
+    out = ports
+    for pattern in (r"/NetworkAdapters/([^/]+)/NetworkDeviceFunctions/",
+                    r"/Chassis/([^/]+)/NetworkAdapters/"):
+        counts: dict[str, int] = {}
+        for port in out:
+            counts[port.id] = counts.get(port.id, 0) + 1
+        renamed = []
+        for port in out:
+            found = re.search(pattern, port.source)
+            if counts[port.id] > 1 and found:
+                port = replace(port, id=f"{found.group(1)}/{port.id}")
+            renamed.append(port)
+        out = renamed
     return out
 
 

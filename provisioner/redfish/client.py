@@ -319,8 +319,10 @@ class RedfishClient:
     # -- requests -----------------------------------------------------------------------
 
     def get(self, path: str, *, query: dict[str, str | None] | None = None) -> dict[str, Any]:
-        """GET a resource's JSON body."""
-        return self._request("GET", path, query=query).body
+        """GET a resource's JSON body (an answer that is only a Redfish error is refused)."""
+        body = self._request("GET", path, query=query).body
+        _refuse_error_answer(body, self.name, path)
+        return body
 
     def get_optional(self, path: str) -> dict[str, Any] | None:
         """GET a resource that a BMC may lack; ``None`` on 404."""
@@ -683,3 +685,20 @@ def connect(
         yield client
     finally:
         client.close()
+
+
+def _refuse_error_answer(body: Any, bmc: str, path: str) -> None:
+    """A 2xx GET answer that is only a Redfish error object is a failed read, not an empty
+    resource: captures keep a failed read's answer at the resource's path, and some BMCs
+    answer so. ResourceMissingAtURI reads as a 404; an error of only Success messages passes."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or "@odata.id" in body:
+        return
+    extended = parse_extended_info(body)
+    ids = [m.message_id.rsplit(".", 1)[-1] for m in extended]
+    if ids and all(i == "Success" for i in ids):
+        return
+    cls = BMCNotFound if {"ResourceMissingAtURI", "ResourceNotFound"} & set(ids) \
+        else BMCBadResponse
+    raise cls("answered with a Redfish error instead of the resource", bmc=bmc, path=path,
+              extended=extended)

@@ -1,4 +1,4 @@
-"""HPE iLO 5/6."""
+"""HPE iLO 5/6/7."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from provisioner.bmc.base import BootTarget, NicPort
 from provisioner.bmc.firmware_methods import FirmwareQuirks
 from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
-from provisioner.bmc.vendors.hpe_adapters import adapter_locations, port_link
+from provisioner.bmc.vendors.hpe_adapters import (
+    adapter_locations,
+    boot_entry_locations,
+    port_link,
+)
 from provisioner.redfish.errors import BMCUnsupported, RedfishError
 
 # UEFI device path endings of a port's PXE (IPv4) and HTTP boot (IPv4 + URI) entries.
@@ -42,7 +46,13 @@ class HpeBMC(RedfishBMC):
         progress_failed=frozenset({"Error"}))
 
     def annotate_ports(self, ports: list[NicPort]) -> list[NicPort]:
-        """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters."""
+        """Location (OCP, LOM, slot) and link from iLO's BaseNetworkAdapters (iLO 5), else
+        from the names iLO gives the ports' UEFI boot entries (iLO 6/7)."""
+        ports = self._base_adapter_facts(ports)
+        where = boot_entry_locations(self.boot_options())
+        return [rp.with_location(port, where.get(port.mac)) for port in ports]
+
+    def _base_adapter_facts(self, ports: list[NicPort]) -> list[NicPort]:
         links = rp.obj(rp.obj(rp.obj(self.system().get("Oem")).get("Hpe")).get("Links"))
         collection = rp.odata_id(links.get("NetworkAdapters"))
         if not collection:

@@ -1,12 +1,15 @@
-"""HPE iLO's OEM adapter inventory (``Systems/1/BaseNetworkAdapters``) as port facts.
+"""Where HPE iLO says a port sits, in its OEM data, as port facts.
 
-iLO 5 lists every NIC there with its position (``StructuredName`` "OCP.Slot.10.1",
-"NIC.LOM.1.1", "NIC.Slot.1.1"; ``Location`` "OCP 3.0 Slot 10") and its ports' MACs, none of
-which the DMTF EthernetInterfaces of iLO carry.
+iLO 5 lists every NIC in ``Systems/1/BaseNetworkAdapters`` with its position
+(``StructuredName`` "OCP.Slot.10.1", "NIC.LOM.1.1", "NIC.Slot.1.1"; ``Location`` "OCP 3.0
+Slot 10") and its ports' MACs, none of which the DMTF EthernetInterfaces of iLO carry.
+iLO 6 and 7 dropped that resource and give no NetworkAdapter a Location; what remains is the
+name iLO gives each UEFI network boot entry: "<position> Port <n> : <product> (PXE IPv4)".
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from provisioner.bmc import redfish_parse as rp
@@ -40,4 +43,25 @@ def port_link(adapter: dict[str, Any]) -> dict[str, bool]:
                 out[mac] = True
             elif mac and state in {"linkdown", "nolink", "down"}:
                 out[mac] = False
+    return out
+
+
+# "Slot 2 Port 1 : ...", "OCP Slot 10 Port 1 : ...", "Embedded LOM 1 Port 1 : ..."
+_BOOT_ENTRY_RE = re.compile(r"^\s*(?P<where>\S.*?)\s+Port\s+\d+\s*:")
+
+
+def boot_entry_locations(options: list[dict[str, Any]]
+                         ) -> dict[str, tuple[str, str, str | None]]:
+    """MAC -> (location, what said so, slot label) from iLO's names of network boot entries."""
+    out: dict[str, tuple[str, str, str | None]] = {}
+    for option in options:
+        entry = rp.boot_option_entry(option)
+        found = _BOOT_ENTRY_RE.match(str(option.get("DisplayName") or ""))
+        if entry is None or found is None or entry[0] in out:
+            continue
+        where = found.group("where")
+        location = rp.location_from_text(where)
+        if location is not None:
+            said = f"{option.get('@odata.id')} DisplayName {where!r} (iLO boot entry)"
+            out[entry[0]] = (location, said, where)
     return out

@@ -21,6 +21,7 @@ from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
 from provisioner.bmc.vendors.lenovo import LenovoBMC
 from provisioner.bmc.vendors.nvidia import NvidiaBMC
+from provisioner.bmc.vendors.supermicro import SupermicroBMC
 from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
 from provisioner.secrets import Secret
@@ -45,6 +46,19 @@ TREES = {
     "intel": "intel-s2600bpb-csm",
     "split": "project-split-chassis",
     "bootonly": "project-bootoptions-only",
+    "ex235n": "hpe-cray-ex235n-a100-csm",
+    "xl675d-a40": "hpe-ilo5-proliant-xl675d-gen10plus-a40-csm",
+    "openbmc": "openbmc-stock-csm",
+    "twonode": "project-two-node-blade",
+    "gbswitch": "nvidia-gb200-nvlink-switch-tray-libredfish",
+    "dl380a-g11": "hpe-ilo6-proliant-dl380a-gen11-h100nvl-ilo-emulator",
+    "dl380a-g12": "hpe-ilo7-proliant-dl380a-gen12-h200nvl-ilo-emulator",
+    "smc-gb300": "supermicro-gb300-nvl-redfish-ctl",
+    "smc-x10": "supermicro-x10sdv-redfish-ctl",
+    "dmtf-smartnic": "dmtf-public-smartnic",
+    "dmtf-bladed": "dmtf-public-bladed",
+    "dmtf-tower": "dmtf-public-tower",
+    "alletra": "hpe-ilo7-alletra-4220-gen12-ocp-ilo-emulator",
 }
 
 
@@ -134,6 +148,35 @@ IDENTITY = {
               {"02:00:5e:10:00:01", "02:00:5e:10:00:02", "02:00:5e:20:00:01"}),
     "bootonly": (RedfishBMC, "Example Systems", "EX-TRAY", "PRJTRAY0",
                  {"02:00:5e:30:00:01", "02:00:5e:30:00:02", "02:00:5e:30:00:ff"}),
+    # One blade BMC, two nodes: Node0 is read; its Slingshot ports have no MAC.
+    "ex235n": (HpeBMC, "HPE", "HPE Cray EX235n", "DP20300012", {"00:40:a6:84:d5:ea"}),
+    "xl675d-a40": (HpeBMC, "HPE", "ProLiant XL675d Gen10 Plus", "JS05NP1072",
+                   {f"94:40:c9:6a:42:{n:02x}" for n in range(0xda, 0xea)}
+                   | {"b4:7a:f1:12:fb:70", "b4:7a:f1:12:fb:71"}),
+    # Stock OpenBMC: no identity anywhere, no host port listed.
+    "openbmc": (RedfishBMC, None, None, None, set()),
+    # Node0 has no serial and must not take Node1's; Node1's ports are not Node0's.
+    "twonode": (RedfishBMC, "Example Systems", "EX-2N", None,
+                {"02:00:5e:40:00:01", "02:00:5e:40:00:02"}),
+    # An NVLink switch tray of a GB200 NVL72 rack: identity, no host port over Redfish.
+    "gbswitch": (NvidiaBMC, "NVIDIA", "N5110_LD", "MT2519600UDR", set()),
+    # HPE marked these captures "SIMULATED" in the Model; the rest is as the iLO answered.
+    "dl380a-g11": (HpeBMC, "HPE", "ProLiant DL380a Gen11 -- SIMULATED", "2M2D2J00L4",
+                   {"58:a2:e1:03:96:f2", "58:a2:e1:03:96:f3"}),
+    "dl380a-g12": (HpeBMC, "HPE", "HPE ProLiant Compute DL380a Gen12 -- SIMULATED",
+                   "2M2D2Q02TH", {"58:a2:e1:03:a8:e2", "58:a2:e1:03:a8:e3", "88:e9:a4:45:45:f2",
+                                  "88:e9:a4:4c:4e:f8", "88:e9:a4:45:35:de", "88:e9:a4:4c:5e:08"}),
+    # Host MACs only in BootOptions (like the GB200 tray), the USB host interface among them.
+    "smc-gb300": (SupermicroBMC, "Supermicro", "GB NVL", "S964512X5913271",
+                  {"7c:c2:55:91:1a:b2", "e0:9d:73:ad:2d:42", "e0:9d:73:ad:2d:43",
+                   "e2:1b:99:34:1f:c4"}),
+    # Redfish 1.0.1: no SerialNumber, no UpdateService, no Storage.
+    "smc-x10": (SupermicroBMC, "Supermicro", "Super Server", None,
+                {"ac:1f:6b:18:a4:5a", "ac:1f:6b:18:a4:5b", "ac:1f:6b:18:a6:b2",
+                 "ac:1f:6b:18:a6:b3"}),
+    "alletra": (HpeBMC, "HPE", "HPE Alletra Storage Server 4220 Gen12 - SIMULATED", "SANJACSCM",
+                {"8c:84:74:ec:42:7c", "8c:84:74:ec:42:7d", "8c:84:74:ec:42:7e",
+                 "8c:84:74:ec:42:7f"}),
 }
 
 

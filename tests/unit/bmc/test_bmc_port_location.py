@@ -87,6 +87,15 @@ def test_location_facts_merge_and_ids_stay_unique():
         ("1", True, "ocp", True), ("b/1", None, "slot", False)]
 
 
+def test_adapters_of_two_chassis_with_the_same_id_get_the_chassis_in_front():
+    ports = [NicPort("1", "02:00:5e:00:00:01", source="/Systems/1/EthernetInterfaces/1"),
+             NicPort("1", "02:00:5e:00:00:02",
+                     source="/Chassis/a/NetworkAdapters/lom/NetworkDeviceFunctions/1"),
+             NicPort("1", "02:00:5e:00:00:03",
+                     source="/Chassis/b/NetworkAdapters/lom/NetworkDeviceFunctions/1")]
+    assert [p.id for p in rp.unique_ids(ports)] == ["1", "a/lom/1", "b/lom/1"]
+
+
 def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
     # (a VIC in PCIe slot 1) and "MLOM.0" (the modular LOM), no LinkStatus at all.
@@ -150,3 +159,48 @@ def test_a_view_saying_link_up_wins_over_a_stale_one():
     eth = NicPort("NIC1", "02:00:5e:00:00:01", link_up=False)
     port = NicPort("1.1", "02:00:5e:00:00:01", link_up=True)
     assert rp.merge_nics([eth], [port])[0].link_up is True
+
+
+def test_ilo_boot_entry_names_give_the_port_position():
+    # Written by the project after the names iLO 5/6/7 give UEFI network boot entries.
+    from provisioner.bmc.vendors.hpe_adapters import boot_entry_locations
+
+    def option(n: int, name: str, mac: str) -> dict:
+        return {"@odata.id": f"/redfish/v1/Systems/1/BootOptions/{n}", "DisplayName": name,
+                "BootOptionReference": f"Boot000{n}",
+                "UefiDevicePath": f"PciRoot(0x0)/Pci(0x1,0x0)/MAC({mac},0x1)/IPv4(0.0.0.0)"}
+
+    found = boot_entry_locations([
+        option(1, "OCP Slot 10 Port 1 : Intel I350-T4 for OCP NIC 3.0 (PXE IPv4)", "02005E000001"),
+        option(2, "Embedded LOM 1 Port 1 : HPE Ethernet 1Gb 4-port 369i (PXE IPv4)",
+               "02005E000002"),
+        option(3, "Slot 2 Port 1 : Nvidia Network Adapter - 02:00:5E:00:00:03 (PXE IPv4)",
+               "02005E000003"),
+        option(4, "Embedded FlexibleLOM 1 Port 1 : HPE 10/25Gb 640FLR (PXE IPv4)",
+               "02005E000004"),
+        option(5, "UEFI PXE IPv4 (MAC:02005E000005)", "02005E000005"),  # no position named
+    ])
+    assert {mac: where[0] for mac, where in found.items()} == {
+        "02:00:5e:00:00:01": "ocp", "02:00:5e:00:00:02": "embedded",
+        "02:00:5e:00:00:03": "slot", "02:00:5e:00:00:04": "ocp"}
+    assert found["02:00:5e:00:00:03"][2] == "Slot 2"
+
+
+def test_port_position_from_the_name_when_neither_id_nor_resources_say():
+    # Written by the project: the Id wins over the name; the name only fills a gap.
+    named = rp.location_from_id(NicPort("1", "02:00:5e:00:00:01", name="OnBoard LAN 1"))
+    assert (named.location, named.location_from, named.onboard) == (
+        "embedded", "port name 'OnBoard LAN 1'", True)
+    by_id = rp.location_from_id(NicPort("NIC.Slot.3-1-1", "02:00:5e:00:00:02",
+                                        name="OnBoard LAN 2"))
+    assert (by_id.location, by_id.onboard) == ("slot", False)
+    plain = rp.location_from_id(NicPort("2", "02:00:5e:00:00:03", name="eth1"))
+    assert plain.location is None and plain.onboard is None
+
+
+def test_network_daughter_cards_are_the_onboard_slot():
+    # Written by the project: Dell's rNDC/bNDC and "daughter card" labels are the LOM position.
+    assert rp.location_from_text("NIC Daughter Card") == "ocp"
+    assert rp.location_from_name("Broadcom 57416 2 Port 10Gb Base-T + 5720, rNDC") == "ocp"
+    assert rp.location_from_text("PCIe Slot 4") == "slot"
+    assert rp.location_from_name("ConnectX-7 Adapter Card") is None
