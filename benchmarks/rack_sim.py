@@ -48,7 +48,6 @@ from provisioner.exceptions import DeployError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.redfish.client import RedfishClient
-from provisioner.redfish.errors import BMCNotFound
 from provisioner.testing.redfish_peers import (
     fake_system,
     fault_proxy,
@@ -178,16 +177,8 @@ class FarmBMC(RedfishBMC):
         # The fake driver applies a power change 1-11 real seconds later; polling every half
         # second (each poll charged the BMC latency) keeps the wall time of a wait short.
         super().__init__(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
-                         poll_interval_s=0.5)
-        self.system_id = system_id
+                         system_id=system_id, poll_interval_s=0.5)
         self.timing = timing
-
-    def choose_system(self, members: list[str]) -> str:
-        """The member whose id is this host's System UUID."""
-        for m in members:
-            if m.rstrip("/").rsplit("/", 1)[-1] == self.system_id:
-                return m
-        raise BMCNotFound(f"the farm has no System {self.system_id}", bmc=self.name)
 
     def _other_systems(self) -> list[str]:
         """None: every address lists every host's System, where a real host's BMC lists its own

@@ -15,16 +15,18 @@ def bmc_for_client(
     vendor_hint: str | None = None,
     nic_rule: NicRuleLike | None = None,
     provisioning_mac: str | None = None,
+    system_id: str | None = None,
 ) -> RedfishBMC:
     """Wrap a logged-in client in the vendor class its System's Manufacturer calls for.
 
     What the BMC says it is wins over the inventory's hint (a mislabelled rack stays safe);
     the hint decides only where the BMC does not say.
     """
-    probe = RedfishBMC(client)
+    probe = RedfishBMC(client, system_id=system_id)
     system = probe.system()
     vendor = detect_vendor(client.root, system) or vendor_hint
-    bmc = vendor_class(vendor)(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac)
+    bmc = vendor_class(vendor)(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
+                               system_id=system_id)
     bmc._system_path, bmc._system, bmc._system_at = probe._system_path, system, probe._system_at
     bmc._system_members = probe._system_members
     return bmc
@@ -40,13 +42,15 @@ def open_redfish(
     vendor_hint: str | None = None,
     nic_rule: NicRuleLike | None = None,
     provisioning_mac: str | None = None,
+    system_id: str | None = None,
 ) -> RedfishBMC:
     """Log in to a BMC by URL and return its vendor implementation (closes on failure)."""
     client = RedfishClient(url, username, password, options, name=name)
     try:
         client.login()
         return bmc_for_client(
-            client, vendor_hint=vendor_hint, nic_rule=nic_rule, provisioning_mac=provisioning_mac
+            client, vendor_hint=vendor_hint, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
+            system_id=system_id,
         )
     except BaseException:
         client.close()

@@ -37,6 +37,7 @@ from provisioner.redfish.errors import (
     BMCVerifyFailed,
     RedfishError,
 )
+from provisioner.wording import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class RedfishBMC(RedfishInventory):
         *,
         nic_rule: NicRuleLike | None = None,
         provisioning_mac: str | None = None,
+        system_id: str | None = None,
         poll_interval_s: float = 2.0,
         graceful_timeout_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -71,6 +73,7 @@ class RedfishBMC(RedfishInventory):
         self.client = client
         self.nic_rule = nic_rule
         self.provisioning_mac = provisioning_mac
+        self.system_id = system_id  # the inventory's bmc.system: which node of a shared BMC
         self.poll_interval_s = poll_interval_s
         self.graceful_timeout_s = graceful_timeout_s
         self._sleep = sleep
@@ -137,18 +140,37 @@ class RedfishBMC(RedfishInventory):
         return self._host_systems
 
     def choose_system(self, members: list[str]) -> str:
-        """Which of several Systems is the host: the first that is not a GPU baseboard."""
+        """Which of several Systems is the host: the one ``system_id`` names, else the first
+        that is not a GPU baseboard."""
+        if self.system_id is not None:
+            return self._named_system(members, self.system_id)
         hosts = [m for m in members if self.is_host_system(m)]
         return (hosts or members)[0]
 
+    def _named_system(self, members: list[str], wanted: str) -> str:
+        ids = {m.rstrip("/").rsplit("/", 1)[-1]: m for m in members}
+        if wanted in ids:
+            return ids[wanted]
+        folded = [m for i, m in ids.items() if i.casefold() == wanted.casefold()]
+        if len(folded) == 1:
+            return folded[0]
+        raise BMCNotFound(
+            f"the BMC has no ComputerSystem {wanted!r} (the host's bmc.system); it lists "
+            f"{', '.join(sorted(ids))}", bmc=self.name, path="/redfish/v1/Systems",
+            hint=(did_you_mean(wanted, ids) + " " if did_you_mean(wanted, ids) else "")
+            + "set bmc.system to the Id of this host's System")
+
     def _several_hosts_warning(self) -> str | None:
         """A BMC serving several nodes (a blade's node controller) lists one System each."""
+        if self.system_id is not None:
+            return None  # the inventory chose the node
         hosts = self.host_systems()
         if len(hosts) < 2:
             return None
         ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in hosts)
         return (f"the BMC serves {len(hosts)} host Systems ({ids}): facts, power and boot "
-                f"apply to {self.system_path()} only, the first listed")
+                f"apply to {self.system_path()} only, the first listed; set the host's "
+                "bmc.system to choose")
 
     def system(self, *, refresh: bool = False, max_age_s: float | None = None) -> dict[str, Any]:
         """The ComputerSystem resource: cached, re-read if ``refresh`` or older than max_age_s."""

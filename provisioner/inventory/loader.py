@@ -328,7 +328,7 @@ class _Claims:
     lines: LineMap
     names: dict[str, Path_] = field(default_factory=dict)
     units: dict[tuple[str, int], str] = field(default_factory=dict)
-    bmcs: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    bmcs: dict[tuple[str, int | None, str | None], str] = field(default_factory=dict)
     macs: dict[str, str] = field(default_factory=dict)
     addresses: dict[tuple[str, IPAddress], str] = field(default_factory=dict)
 
@@ -361,14 +361,20 @@ class _Claims:
                 )
             self.units[(rack.name, unit)] = name
 
-    def bmc(self, hpath: Path_, name: str, address: str, port: int | None) -> None:
-        key = (address, port)
-        if key in self.bmcs:
+    def bmc(self, hpath: Path_, name: str, address: str, port: int | None,
+            system: str | None) -> None:
+        # One BMC may serve several nodes, each naming its own ComputerSystem.
+        key = (address, port, system)
+        shared = [k for k in self.bmcs if k[:2] == (address, port)]
+        if key in self.bmcs or (shared and (system is None or any(k[2] is None for k in shared))):
+            other = self.bmcs.get(key) or self.bmcs[shared[0]]
             raise self.lines.error(
                 (*hpath, "bmc", "address"),
                 f"BMC address {address}{':' + str(port) if port else ''} of host "
-                f"{name!r} is already used by host {self.bmcs[key]!r}",
-                hint="every host has its own BMC",
+                f"{name!r} is already used by host {other!r}"
+                + (f" for system {system!r}" if key in self.bmcs and system else ""),
+                hint="every host has its own BMC; where one BMC serves several nodes, give each "
+                "host `bmc.system` (the Id of its ComputerSystem, e.g. Node0, Node1)",
             )
         self.bmcs[key] = name
 
@@ -439,7 +445,7 @@ def _host(ctx: _Context, claims: _Claims, slot: _Slot) -> Host:
     defaults = slot.rack.defaults
     bmc = _merge_bmc(defaults.bmc if defaults else None, h.bmc)
     bmc_address = _bmc_address(ctx, slot, name, bmc, addresses)
-    claims.bmc(hpath, name, bmc_address, bmc.port)
+    claims.bmc(hpath, name, bmc_address, bmc.port, bmc.system)
     bmc_ref = _bmc_ref(ctx, slot, name, bmc, bmc_address)
     claims.mac(hpath, name, h.provisioning_mac)
     host = Host(
@@ -572,6 +578,7 @@ def _bmc_ref(ctx: _Context, slot: _Slot, name: str, bmc: BMCSpec, address: str) 
         credentials=credentials,
         verify_tls=redfish.verify_tls if bmc.verify_tls is None else bmc.verify_tls,
         ca_bundle=(ctx.site_dir / Path(ca).expanduser()) if ca else None,
+        system=bmc.system,
     )
 
 

@@ -78,6 +78,7 @@ class BMCRef:
     credentials: str
     verify_tls: bool
     ca_bundle: Path | None
+    system: str | None = None  # the ComputerSystem Id where one BMC serves several hosts
 
     @property
     def url(self) -> str:

@@ -188,6 +188,10 @@ class BMCSpec(Strict):
     credentials: str | None = None
     verify_tls: bool | None = None
     ca_bundle: str | None = None
+    # Where one BMC serves several nodes (a blade's node controller, a twin chassis): the Id of
+    # this host's ComputerSystem, e.g. "Node1". Without it the first host System is used.
+    system: str | None = Field(default=None, min_length=1, max_length=128,
+                               pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class HostSpec(Strict):

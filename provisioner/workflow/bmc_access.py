@@ -61,4 +61,5 @@ def open_bmc(site: Site, host: Host, *, connections: int | None = None) -> Redfi
         vendor_hint=None if host.bmc.vendor == "generic" else host.bmc.vendor,
         nic_rule=host.profile.provisioning_nic,
         provisioning_mac=host.provisioning_mac,
+        system_id=host.bmc.system,
     )

@@ -212,3 +212,38 @@ def test_a_chassis_controller_is_refused_as_no_host_bmc(tmp_path):
         open_redfish(url, "root", Secret("calvin"), OPTS)
     assert "no Systems in its service root" in str(caught.value)
     assert "host's own BMC" in (caught.value.hint or "")
+
+
+def _discover_node(key: str, tmp_path, system_id: str):
+    from provisioner.bmc.factory import open_redfish
+    from provisioner.secrets import Secret
+    from provisioner.testing.redfish_peers import sushy_static
+    from tests.integration.redfish.test_redfish_vendor_trees import ONBOARD, OPTS
+
+    with sushy_static(tree(key), tmp_path) as url:
+        bmc = open_redfish(url, "root", Secret("calvin"), OPTS, nic_rule=ONBOARD,
+                           system_id=system_id)
+        try:
+            return bmc, bmc.discover()
+        finally:
+            bmc.close()
+
+
+def test_bmc_system_picks_the_node_of_a_shared_bmc(tmp_path):
+    """`bmc.system` in the site file: the second node of a two-node blade is read as itself."""
+    bmc, facts = _discover_node("twonode", tmp_path, "Node1")
+    assert bmc.system_path().endswith("/Systems/Node1")
+    assert facts.serial == "PRJNODE1"
+    assert facts.provisioning_mac == "02:00:5e:41:00:02"  # Node1's LOM that has link
+    assert not any("host Systems" in w for w in facts.extra["warnings"])
+    # The real EX235n recording: its two nodes carry one blade serial but are told apart.
+    bmc, _facts = _discover_node("ex235n", tmp_path, "node1")  # Ids compare without case
+    assert bmc.system_path().endswith("/Systems/Node1")
+
+
+def test_bmc_system_that_the_bmc_does_not_list_is_refused_with_the_ids(tmp_path):
+    from provisioner.redfish.errors import BMCNotFound
+
+    with pytest.raises(BMCNotFound) as e:
+        _discover_node("twonode", tmp_path, "Node2")
+    assert "Node0, Node1" in str(e.value) and "bmc.system" in str(e.value)

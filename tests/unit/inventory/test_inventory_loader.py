@@ -136,6 +136,38 @@ def test_duplicate_bmc_address(tmp_path: Path) -> None:
     assert f"{path}:{line_of(path, 'address: 10.11.0.200', 2)}" in msg
 
 
+def test_one_bmc_serving_two_nodes_names_each_nodes_system(tmp_path: Path) -> None:
+    shared = "10.11.0.200"
+    path = broken_copy(
+        tmp_path, "      - u: 3\n      - u: 5\n",
+        f"      - u: 3\n        bmc: {{address: {shared}, system: Node0}}\n"
+        f"      - u: 5\n        bmc: {{address: {shared}, system: Node1}}\n",
+    )
+    hosts = {h.name: h for h in load_site(path).hosts}
+    assert hosts["gpu-r01-u03"].bmc.system == "Node0"
+    assert hosts["gpu-r01-u05"].bmc.system == "Node1"
+    assert hosts["gpu-r01-u03"].bmc.url == hosts["gpu-r01-u05"].bmc.url
+    # the same node twice, or one of the two without its node: still one BMC for two hosts
+    for first, second in (("Node0", "Node0"), ("Node0", None)):
+        own = f", system: {second}" if second else ""
+        (tmp_path / f"{first}-{second}").mkdir()
+        path = broken_copy(
+            tmp_path / f"{first}-{second}", "      - u: 3\n      - u: 5\n",
+            f"      - u: 3\n        bmc: {{address: {shared}, system: {first}}}\n"
+            f"      - u: 5\n        bmc: {{address: {shared}{own}}}\n",
+        )
+        with pytest.raises(InventoryError, match="already used by host 'gpu-r01-u03'") as e:
+            load_site(path)
+        assert "bmc.system" in str(e.value.hint)
+
+
+def test_bmc_system_must_be_an_id(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "      - u: 3\n", "      - u: 3\n        bmc: {system: 'a/../b'}\n")
+    with pytest.raises(InventoryError) as e:
+        load_site(path)
+    assert "system" in str(e.value)
+
+
 def test_one_bmc_address_on_two_ports_is_two_bmcs(tmp_path: Path) -> None:
     # a BMC is its address and port: two behind one forwarding address are not a collision
     path = broken_copy(
