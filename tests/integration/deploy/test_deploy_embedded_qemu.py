@@ -24,7 +24,11 @@ from provisioner.deploy.base import DeployRequest, backend_class
 from provisioner.deploy.embedded.dnsmasq import parse_offers
 from provisioner.inventory.loader import load_site
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+# The lab end-to-end test (tests/integration/e2e) checks all of this through `provision rack` on
+# three VMs (hinted disk, sha256-verified image, callback, SSH, data disks kept, DHCP only for the
+# hosts named); this one drives the backend API directly with a process BMC, 4-5 minutes of TCG,
+# so it runs in scripts/test-long rather than in every CI run.
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.longrun]
 
 MAC = "52:54:00:e8:00:01"
 HOST_IP = f"{PROV_NET}.100"
