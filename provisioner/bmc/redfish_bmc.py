@@ -154,11 +154,11 @@ class RedfishBMC(RedfishInventory):
         folded = [m for i, m in ids.items() if i.casefold() == wanted.casefold()]
         if len(folded) == 1:
             return folded[0]
+        close = did_you_mean(wanted, ids)
         raise BMCNotFound(
             f"the BMC has no ComputerSystem {wanted!r} (the host's bmc.system); it lists "
             f"{', '.join(sorted(ids))}", bmc=self.name, path="/redfish/v1/Systems",
-            hint=(did_you_mean(wanted, ids) + " " if did_you_mean(wanted, ids) else "")
-            + "set bmc.system to the Id of this host's System")
+            hint=(close + " " if close else "") + "set bmc.system to the Id of this host's System")
 
     def _several_hosts_warning(self) -> str | None:
         """A BMC serving several nodes (a blade's node controller) lists one System each."""

@@ -18,18 +18,14 @@ from provisioner.bmc.base import (
     ONBOARD_LOCATIONS,
     NicPort,
 )
-from provisioner.redfish.client import RedfishClient
+from provisioner.redfish.client import MEMBER_FATAL, RedfishClient
 from provisioner.redfish.errors import (
-    BMCAuthError,
-    BMCDeadline,
-    BMCTimeout,
-    BMCTLSError,
-    BMCUnreachable,
     RedfishError,
 )
 
 # Errors that mean the BMC itself is unusable (or out of time): never downgraded to a warning.
-FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadline)
+# The client's own list: its member reads raise these instead of returning them.
+FATAL = MEMBER_FATAL
 
 # Redfish ChassisType values of a whole machine (identity may come from one), not a part of it.
 ENCLOSURE_TYPES = frozenset({
@@ -94,9 +90,7 @@ class RedfishInventory:
         """GET optional resources a few at a time; each failure is a warning naming its path."""
         out: list[dict[str, Any] | None] = []
         for path, got in zip(paths, self.client.get_each(paths), strict=True):
-            if isinstance(got, RedfishError):
-                if isinstance(got, FATAL):
-                    raise got
+            if isinstance(got, RedfishError):  # get_each raises the FATAL ones
                 self.warnings.append(f"{what} {path} not read: {got}")
                 out.append(None)
             else:

@@ -46,7 +46,13 @@ from provisioner.redfish.errors import (
     RedfishError,
     parse_extended_info,
 )
-from provisioner.redfish.expand import Expanded, check_expanded, expand_query, member_link
+from provisioner.redfish.expand import (
+    Expanded,
+    check_expanded,
+    expand_query,
+    member_link,
+    norm_link,
+)
 from provisioner.redfish.fanout import Fanout, Gate
 from provisioner.redfish.transport import (
     DEFAULT_MAX_MEMBERS,
@@ -149,10 +155,6 @@ def _parse_retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _norm(path: str) -> str:
-    return path.split("#", 1)[0].split("?", 1)[0].rstrip("/")
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -373,9 +375,9 @@ class RedfishClient:
             if isinstance(got, RedfishError):
                 failed.append((link, got))
             else:
-                bodies[_norm(link)] = got
-        return MemberRead([bodies[_norm(link)] for link in expanded.order
-                           if _norm(link) in bodies], failed)
+                bodies[norm_link(link)] = got
+        return MemberRead([bodies[norm_link(link)] for link in expanded.order
+                           if norm_link(link) in bodies], failed)
 
     def expanded_members(self, collection: str) -> dict[str, dict[str, Any]] | None:
         """Member bodies by ``@odata.id`` from one ``$expand``-ed read of a collection (its
@@ -473,13 +475,7 @@ class RedfishClient:
             # (a BMC reset, an idle timeout during a long BIOS job): log in again, once.
             if not retry or self.auth_method != "session":
                 raise
-            with self._login_lock:  # one new session, however many reads saw the 401
-                if self._lib.get_session_key() == used:
-                    log.info("%s: session no longer valid; logging in again", self.name)
-                    self._lib.set_session_key(None)
-                    self._session_location = None
-                    if not self._try_session():
-                        self._use_basic()
+            self._renew_session(used)
             return self._request_retrying(method, path, body=body, query=query,
                                           headers=headers, retry=retry,
                                           retry_timeouts=retry_timeouts)
@@ -581,6 +577,7 @@ class RedfishClient:
         retried or redirected (the BMC may have taken the image), except once with a fresh
         session when the session expired."""
         for attempt in (1, 2):
+            used = self._lib.get_session_key()
             headers = self._lib._get_req_headers({"Content-Type": body.content_type})
             with self._lock:
                 self.requests_made += 1
@@ -599,11 +596,20 @@ class RedfishClient:
             except BMCAuthError:
                 if attempt == 2 or self.auth_method != "session":
                     raise
-                self._lib.set_session_key(None)
-                self._session_location = None
-                if not self._try_session():
-                    self._use_basic()
+                self._renew_session(used)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _renew_session(self, used: str | None) -> None:
+        """Log in again after a 401 on a session that worked (a BMC reset, an idle timeout):
+        once, however many requests made with session ``used`` saw the 401."""
+        with self._login_lock:
+            if self._lib.get_session_key() != used:
+                return  # another request has logged in again already
+            log.info("%s: session no longer valid; logging in again", self.name)
+            self._lib.set_session_key(None)
+            self._session_location = None
+            if not self._try_session():
+                self._use_basic()
 
     def _answer(self, method: str, path: str, status: int, hdrs: dict[str, str],
                 raw: bytes) -> Reply:

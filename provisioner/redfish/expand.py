@@ -38,7 +38,8 @@ def expand_query(root: dict[str, Any]) -> str:
     return f"{token}($levels=1)" if levels_ok else token
 
 
-def _norm(path: str) -> str:
+def norm_link(path: str) -> str:
+    """A resource link without fragment, query or trailing slash (how members are compared)."""
     return path.split("#", 1)[0].split("?", 1)[0].rstrip("/")
 
 
@@ -67,9 +68,9 @@ def check_expanded(body: dict[str, Any], collection: str, *, whole: bool = True
     two are accepted when not the ``whole`` collection is wanted (bodies to look up). A member
     listed with no body is kept as a link to read on its own, so nothing listed is lost.
     """
-    base = _norm(collection)
+    base = norm_link(collection)
     own = body.get("@odata.id")
-    if isinstance(own, str) and _norm(own) != base:
+    if isinstance(own, str) and norm_link(own) != base:
         return f"answered {own!r}, not the collection"
     members = body.get("Members")
     if not isinstance(members, list):
@@ -86,7 +87,7 @@ def check_expanded(body: dict[str, Any], collection: str, *, whole: bool = True
         link = member_link(member)
         if link is None:
             return f"Members[{index}] is not a reference"
-        norm = _norm(link)
+        norm = norm_link(link)
         if not norm.startswith(base + "/"):
             return f"Members[{index}] {link!r} is not a member of {collection}"
         if norm in seen:
