@@ -216,11 +216,17 @@ class DeployServer:
 
     def session(self, host: str) -> HostSession:
         """The session of a host being served; NotFound (404) otherwise."""
-        with self._lock:
-            s = self._by_host.get(host)
+        s = self._served(host)
         if s is None:
             raise NotFound(f"no deploy in progress for {host}")
         return s
+
+    def _served(self, host: str | None) -> HostSession | None:
+        """The session of ``host`` if it is being served."""
+        if host is None:
+            return None
+        with self._lock:
+            return self._by_host.get(host)
 
     # -- WSGI -------------------------------------------------------------------------------
     def wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
@@ -248,8 +254,7 @@ class DeployServer:
         # bytes sent, for the progress view: only for a host being deployed (the ?host= of
         # the image URL handed to it)
         host = request.args.get("host")
-        with self._lock:
-            session = self._by_host.get(host) if host is not None else None
+        session = self._served(host)
         if session is not None and host is not None:
             body = counted(body, host, response.content_length)
             if response.status_code == 200:  # the whole image, not a range of it
@@ -326,8 +331,7 @@ class DeployServer:
         host = request.args.get("host")
         key = _ticket_key(host, request.remote_addr)
         what = f"{request.remote_addr} ({key})"
-        with self._lock:
-            session = self._by_host.get(host) if host is not None else None
+        session = self._served(host)
         if session is not None and session.image_streams:
             # its ramdisk streams again (a broken or corrupt stream): ahead of first attempts
             gate.prefer(key)
