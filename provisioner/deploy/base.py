@@ -40,6 +40,9 @@ class StreamStats:
     admitted: int  # streams handed out so far
     mean_wait_s: float  # ticket queued -> admitted, over all admissions
     mean_stream_s: float  # admitted -> released, over finished streams (0: none yet)
+    peers: int = 0  # hosts serving the image to others now (peer serving)
+    peer_streams: int = 0  # downloads from those peers now
+    peer_admitted: int = 0  # downloads handed to peers so far
 
 
 @dataclass

@@ -76,6 +76,21 @@ class EmbeddedSettings(BaseModel):
     # Hosts in flight at most when hosts in flight adapt (no --max-parallel): what the BMCs, the
     # DHCP server and this machine carry at once; also the server's held image requests.
     max_hosts_in_flight: int = Field(default=DEFAULT_MAX_HOSTS_IN_FLIGHT, ge=1, le=4096)
+    # Hosts whose image verified serve it to hosts still waiting, from their deploy ramdisk
+    # (HTTP on peer_port of their provisioning address), before they go on with their own
+    # deploy: the image spreads by doubling instead of at the uplink alone. Only where the
+    # hosts may reach each other on the provisioning network (docs/deploy-embedded.md).
+    peer_serving: bool = False
+    peer_port: int = Field(default=8081, ge=1, le=65535)
+    # An idle peer goes on with its own deploy after this long (at once when the idle sources
+    # outnumber the hosts that may still ask), and serves at most peer_serve_max_s in all.
+    peer_linger_s: float = Field(default=10.0, ge=0, le=600)
+    peer_serve_max_s: float = Field(default=300.0, gt=0, le=3600)
+    # How the installed OS first boots: "reboot" (the ramdisk powers off; a one-time disk boot
+    # and power on: a second firmware POST) or "kexec" (the ramdisk starts the installed
+    # kernel itself: no second POST; falls back to "reboot" when it cannot, and a retried
+    # attempt always reboots).
+    installed_boot: Literal["reboot", "kexec"] = "reboot"
     autoinstall: AutoinstallSettings | None = None
 
     def public_http(self, port: int | None = None) -> str:

@@ -8,6 +8,7 @@ one-time PXE -> power cycle -> ramdisk (or installer) callbacks -> power off -> 
 from __future__ import annotations
 
 import logging
+import secrets
 import shlex
 import threading
 import time
@@ -33,10 +34,13 @@ from provisioner.deploy.embedded import ipxe
 from provisioner.deploy.embedded.artifacts import ServedImage, prepare_image
 from provisioner.deploy.embedded.dnsmasq import DnsmasqConfig, DnsmasqService, Reservation
 from provisioner.deploy.embedded.http import DeployServer
+from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import (
     BOOTED,
     FAILED,
     FINISHED,
+    KEXEC,
+    REBOOT,
     START,
     HostSession,
 )
@@ -50,6 +54,7 @@ from provisioner.deploy.embedded.settings import (
 from provisioner.deploy.ramdisk import FILES as RAMDISK_FILES
 from provisioner.deploy.ramdisk import build_ramdisk
 from provisioner.exceptions import DeployError, InputError, InventoryError, ProvisionerError
+from provisioner.secrets import Secret
 
 if TYPE_CHECKING:
     from provisioner.inventory.model import Host, Network, Site
@@ -154,6 +159,8 @@ class EmbeddedBackend(DeployBackend):
         self.site, self.settings, self._network = site, settings, network
         for r in requests:
             self._reservation(r)  # bad addresses or names fail before anything starts
+        peers = (PeerPool(linger_s=settings.peer_linger_s, serve_max_s=settings.peer_serve_max_s)
+                 if settings.peer_serving else None)
         server = DeployServer(
             bind=settings.bind_address,
             port=settings.http_port,
@@ -163,6 +170,7 @@ class EmbeddedBackend(DeployBackend):
             hold_s=settings.image_hold_s,
             # every host in flight may hold a request; beyond that they poll (plain 503s)
             max_held=settings.max_hosts_in_flight,
+            peers=peers,
         )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):
@@ -170,6 +178,10 @@ class EmbeddedBackend(DeployBackend):
             server.files["ramdisk/vmlinuz"] = ramdisk.kernel
             server.files["ramdisk/initrd.img"] = ramdisk.initrd
             self.image = prepare_image(site.settings.image)
+            if peers is not None:
+                # a peer download not reported in 4x its time at the host link frees its peer
+                link_s = self.image.size_bytes * 8 / (host_link_gbps(site) * 1e9)
+                peers.stream_ttl_s = max(120.0, 4 * link_s)
             server.files[self._image_path()] = self.image.path
             server.gated_files.add(self._image_path())
         server.start()
@@ -246,7 +258,10 @@ class EmbeddedBackend(DeployBackend):
         base = self.base
         res = self._reservation(request)
         session = HostSession(host=host.name, mac=res.mac, method=request.method, ipxe_script="",
-                              address=self._client_address(res))
+                              address=self._client_address(res), locality=host.rack)
+        if settings.peer_serving and request.method == "image":
+            session.peer_key = Secret(secrets.token_urlsafe(32))
+            session.peer_port = settings.peer_port
         gateway = net.gateway if net.gateway is not None else settings.server_address
         seed = cloudinit.SeedSpec(
             hostname=host.name,
@@ -303,6 +318,16 @@ class EmbeddedBackend(DeployBackend):
                 "ROOT_PART": str(self.image.root_partition or ""),
                 "SEED_URL": f"{base}/deploy/{host.name}/seed",
                 "HINT_ARGS": hint_args(hint),
+                "IMAGE_SIZE": str(self.image.size_bytes),
+                # peer serving: where this host serves its verified image, the key its
+                # download tickets are checked with, and its long poll ("serve"/"leave")
+                "PEER_PORT": str(session.peer_port) if session.peer_key else "",
+                "PEER_KEY": session.peer_key.reveal() if session.peer_key else "",
+                "PEER_URL": f"{base}/deploy/{host.name}/peer" if session.peer_key else "",
+                "PEER_MAX_S": str(int(settings.peer_serve_max_s)),
+                # kexec into the installed OS (no second POST); a retry always reboots
+                "NEXT_BOOT": KEXEC if settings.installed_boot == KEXEC and request.attempt == 1
+                else REBOOT,
             }
             session.config_env = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
         else:
@@ -437,6 +462,8 @@ class EmbeddedBackend(DeployBackend):
         if report.kind == FAILED:
             raise DeployError(failure_reason(report.log))
 
+        if report.next_boot == KEXEC:
+            return self._kexec_boot(request, session, progress, phases)
         t = time.monotonic()
         progress(name, "reboot", "installed; booting from disk")
         try:
@@ -454,6 +481,31 @@ class EmbeddedBackend(DeployBackend):
                     "the installed OS did not phone home (cloud-init) in time",
                     hint="check the host's console: did it boot from the root disk?",
                 )
+            phases["firstboot"] = time.monotonic() - t
+        return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
+
+    def _kexec_boot(
+        self,
+        request: DeployRequest,
+        session: HostSession,
+        progress: ProgressFn,
+        phases: dict[str, float],
+    ) -> DeployOutcome:
+        """The ramdisk loaded the installed kernel and jumps into it: no power action, no POST;
+        the installed OS's phone-home says it came up."""
+        assert self.settings is not None
+        name, st = request.host.name, self.settings
+        progress(name, "reboot", "installed; starting the installed OS by kexec")
+        phases["reboot"] = 0.0
+        if st.wait_booted:
+            t = time.monotonic()
+            progress(name, "firstboot", "waiting for the installed OS to phone home")
+            if session.wait_for((BOOTED,), min(st.callback_timeout_s, request.timeout_s)) is None:
+                raise DeployError(
+                    f"the installed OS did not phone home within {st.callback_timeout_s:.0f} s "
+                    "of the ramdisk's kexec (settings.embedded.callback_timeout_s)",
+                    hint="check the host's console; the retry power-cycles it and boots from "
+                    "disk (a retry never uses kexec), or set installed_boot: reboot")
             phases["firstboot"] = time.monotonic() - t
         return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
 

@@ -11,6 +11,11 @@ a hold that runs out, or a request beyond the gate's hold slots, is answered ``5
 ``Retry-After``. A stream is given back when its body is fully sent or the client goes away (the
 WSGI iterator's close). Everything else (iPXE, kernel/ramdisk, config, seeds, callbacks) is never
 gated.
+
+With peer serving on, a host whose ramdisk verified its image (the ``verified`` callback with
+``?serve=1``) serves it to other hosts until the gate lets it go on (its long poll,
+``/deploy/<host>/peer``); a waiting host handed such a peer gets ``307`` to the peer's address,
+with a download ticket bound to its own address (:meth:`HostSession.peer_ticket`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +43,17 @@ from werkzeug.wsgi import ClosingIterator
 
 from provisioner.deploy.embedded import ipxe
 from provisioner.deploy.embedded.gate import StreamGate
-from provisioner.deploy.embedded.sessions import KINDS, CallbackRefused, HostSession
+from provisioner.deploy.embedded.peers import PeerPool
+from provisioner.deploy.embedded.sessions import (
+    FINISHED,
+    KINDS,
+    NEXT_BOOTS,
+    REBOOT,
+    TERMINAL,
+    VERIFIED,
+    CallbackRefused,
+    HostSession,
+)
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
 from provisioner.settings.embedded import DEFAULT_IMAGE_HOLD_S, DEFAULT_MAX_HOSTS_IN_FLIGHT
@@ -57,6 +73,7 @@ IMAGE_HOLD_S = DEFAULT_IMAGE_HOLD_S
 # A held 503's reason phrase: the ramdisk (busybox wget shows only the status line) asks again
 # at once after it, and waits Retry-After after a plain 503.
 HELD_REASON = "Stream Queue Hold Expired"
+PEER_POLL_S = 0.5  # a peer's long poll looks again this often whether it may leave
 
 
 def redact_path(path: str) -> str:
@@ -108,6 +125,12 @@ def _mac_key(value: str) -> str:
     return value.lower().replace("-", ":")
 
 
+def _plain_address(value: str | None) -> str:
+    """A client address in one spelling (IPv4-mapped IPv6 as IPv4)."""
+    v = (value or "").split("%", 1)[0]
+    return v.removeprefix("::ffff:") if v.startswith("::ffff:") and "." in v else v
+
+
 def _ticket_key(host: str | None, address: str | None) -> str:
     # the image URL handed to a host carries ?host=<name>: one ticket per host session even
     # behind NAT; a bare request is keyed by its client address
@@ -157,6 +180,7 @@ class DeployServer:
         retry_after_s: int = 1,
         hold_s: float = IMAGE_HOLD_S,
         max_held: int = DEFAULT_MAX_HOSTS_IN_FLIGHT,
+        peers: PeerPool | None = None,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -168,10 +192,14 @@ class DeployServer:
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
-            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30, max_held=max_held)
+            StreamGate(max_image_streams, ticket_ttl_s=4 * retry_after_s + 30, max_held=max_held,
+                       peers=peers)
             if max_image_streams
             else None
         )
+        # peers given: hosts whose image verified serve it (a peer's ticket key -> its URL)
+        self.peer_serving = peers is not None and self.gate is not None
+        self._peer_urls: dict[str, str] = {}
         self.static: dict[str, bytes] = {}  # URL path under /static/ -> content
         self._by_host: dict[str, HostSession] = {}
         self._by_mac: dict[str, HostSession] = {}
@@ -185,6 +213,7 @@ class DeployServer:
                 Rule("/files/<path:name>", endpoint="file"),
                 Rule("/static/<name>", endpoint="static"),
                 Rule("/deploy/<host>/config", endpoint="config"),
+                Rule("/deploy/<host>/peer", endpoint="peer"),
                 Rule("/deploy/<host>/seed/<doc>", endpoint="seed"),
                 Rule("/autoinstall/<host>/<key>/<doc>", endpoint="autoinstall"),
                 Rule("/callback/<host>/<kind>", endpoint="callback", methods=["POST"]),
@@ -213,6 +242,8 @@ class DeployServer:
                 self._by_mac.pop(_mac_key(s.mac), None)
         if self.gate is not None:
             self.gate.forget(_ticket_key(host, None))
+            with self._lock:
+                self._peer_urls.pop(_ticket_key(host, None), None)
 
     def session(self, host: str) -> HostSession:
         """The session of a host being served; NotFound (404) otherwise."""
@@ -335,7 +366,11 @@ class DeployServer:
         if session is not None and session.image_streams:
             # its ramdisk streams again (a broken or corrupt stream): ahead of first attempts
             gate.prefer(key)
-        a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ))
+        # only a host being deployed, asking from its own address, is sent to a peer
+        peers_ok = self.peer_serving and session is not None and session.is_client(
+            request.remote_addr)
+        a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ), peers_ok=peers_ok,
+                       locality=session.locality if session is not None else None)
         if not a.admitted:
             # the first refusal of a ticket at info, its retries at debug: no log flood
             level = logging.INFO if a.waited_s == 0 else logging.DEBUG
@@ -362,6 +397,8 @@ class DeployServer:
             )
         if session is not None:
             session.image_admitted()
+        if a.source is not None:
+            return self._to_peer(request, key, a.source, a.waited_s)
         log.info(
             "image stream %d/%d admitted for %s %s after %.0f s in the queue",
             a.active,
@@ -380,6 +417,51 @@ class DeployServer:
 
         request.environ[_RELEASE] = release
         return None
+
+    def _to_peer(self, request: Request, key: str, peer: str, waited_s: float) -> Response:
+        """The answer that sends a host to the peer the gate handed it: 307 to the peer's image,
+        with a ticket the peer accepts only from this client's address."""
+        assert self.gate is not None
+        with self._lock:
+            url = self._peer_urls.get(peer)
+            source = self._by_host.get(peer.removeprefix("host "))
+        if url is None or source is None or source.peer_key is None:
+            # the peer's deploy ended meanwhile: its next ask drops the peer and finds another
+            return Response("the peer left; ask again\n", status=f"503 {HELD_REASON}",
+                            mimetype="text/plain",
+                            headers={"Retry-After": "0", "Cache-Control": "no-store"})
+        log.info("image stream for %s (%s) handed to peer %s after %.0f s in the queue",
+                 request.remote_addr, key, source.host, waited_s)
+        ticket = source.peer_ticket(request.remote_addr)
+        return Response(status=307, headers={"Location": f"{url}?t={ticket}",
+                                             "Cache-Control": "no-store"})
+
+    def _pending(self) -> int:
+        """Hosts being deployed that still need the image and are not asking for it now."""
+        assert self.gate is not None
+        asking = self.gate.asking()
+        with self._lock:
+            return sum(1 for h, s in self._by_host.items()
+                       if s.method == "image" and not (s.reports.keys() & {VERIFIED, *TERMINAL})
+                       and _ticket_key(h, None) not in asking)
+
+    def _on_peer(self, request: Request, host: str) -> Response:
+        """A peer's long poll: "serve" while the gate wants it to (ask again), then "leave"."""
+        s = self._host_session(request, host)
+        s.check_token(self._bearer(request))
+        gate, key = self.gate, _ticket_key(host, None)
+        gone = _client_gone(request.environ)
+        deadline = time.monotonic() + max(1.0, self.hold_s)
+        while gate is not None and key in gate.peers():
+            if gate.peer_may_leave(key, self._pending()):
+                break
+            if time.monotonic() >= deadline or (gone is not None and gone()):
+                return self._text("serve\n")
+            time.sleep(PEER_POLL_S)
+        with self._lock:
+            self._peer_urls.pop(key, None)
+        log.info("host %s stops serving the image to peers", host)
+        return self._text("leave\n")
 
     def _on_static(self, request: Request, name: str) -> Response:
         if name not in self.static:
@@ -416,9 +498,31 @@ class DeployServer:
             raise CallbackRefused(404, f"unknown callback {kind!r}")
         s.check_token(self._bearer(request))  # before a byte of the body is read
         body = self._read_body(request).decode("utf-8", errors="replace")
-        s.report(kind, self._bearer(request), body)
+        next_boot = request.args.get("next", REBOOT) if kind == FINISHED else REBOOT
+        if next_boot not in NEXT_BOOTS:
+            raise CallbackRefused(400, f"next must be one of {', '.join(NEXT_BOOTS)}")
+        s.report(kind, self._bearer(request), body, next_boot=next_boot)
         log.info("host %s reported %s", host, kind)
+        if kind == VERIFIED:
+            self._verified(s, request)
         return self._text("ok\n")
+
+    def _verified(self, s: HostSession, request: Request) -> None:
+        """A host has its whole image: a peer it downloaded from is free again, and the host
+        serves peers itself when it offers to (``?serve=1``) and peer serving is on."""
+        s.image_sent()
+        if self.gate is None:
+            return
+        key = _ticket_key(s.host, None)
+        self.gate.peer_done(key)
+        if not (self.peer_serving and s.peer_key is not None and request.args.get("serve")):
+            return
+        address = s.address or _plain_address(request.remote_addr)
+        host = f"[{address}]" if ":" in address else address
+        with self._lock:
+            self._peer_urls[key] = f"http://{host}:{s.peer_port}/cgi-bin/image"
+        self.gate.add_peer(key, s.locality)
+        log.info("host %s serves the image to peers", s.host)
 
     def _on_phone_home(self, request: Request, host: str, token: str) -> Response:
         self._host_session(request, host).phone_home(token)

@@ -13,6 +13,7 @@ autoinstall data) also needs the boot key that only the iPXE script served to th
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import secrets
@@ -23,12 +24,17 @@ from dataclasses import dataclass, field
 from provisioner.secrets import Secret
 
 START = "started"
+VERIFIED = "verified"  # the image's sha256 checked out (before the disk is grown and seeded)
 FINISHED = "finished"
 FAILED = "failed"
 BOOTED = "booted"
-KINDS = (START, FINISHED, FAILED)
+KINDS = (START, VERIFIED, FINISHED, FAILED)
 TERMINAL = (FINISHED, FAILED)
 MAX_LOG = 1 << 20
+# How the host boots its installed OS after "finished" (the report's ?next=)
+REBOOT = "reboot"  # it powers off; the orchestrator boots it from disk (a firmware POST)
+KEXEC = "kexec"  # it starts the installed kernel itself
+NEXT_BOOTS = (REBOOT, KEXEC)
 
 
 class CallbackRefused(Exception):
@@ -46,6 +52,7 @@ class Report:
     kind: str
     at: float
     log: str
+    next_boot: str = REBOOT  # "finished" only: what the host does next (NEXT_BOOTS)
 
 
 @dataclass
@@ -71,6 +78,10 @@ class HostSession:
     # yet. From then on the host has all it needs to report within the callback timeout.
     image_sent_at: float | None = None
     image_streams: int = 0  # image streams admitted for this attempt (the ramdisk may re-stream)
+    locality: str | None = None  # the host's rack: a peer of the same rack serves it first
+    # peer serving: the key a peer's ramdisk checks download tickets with, and its port
+    peer_key: Secret | None = None
+    peer_port: int = 0
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __repr__(self) -> str:
@@ -81,11 +92,19 @@ class HostSession:
         """The image is written (or the installer finished): iPXE must now boot the disk."""
         return FINISHED in self.reports
 
+    def is_client(self, remote: str | None) -> bool:
+        """Whether a request comes from this host's reserved address (any, when unset)."""
+        return self.address is None or _plain_ip(remote) == _plain_ip(self.address)
+
+    def peer_ticket(self, client: str | None) -> str:
+        """The ticket this host's ramdisk accepts for a download by ``client``: bound to that
+        address (the ramdisk hashes its key with the address it sees)."""
+        assert self.peer_key is not None
+        return hashlib.sha256(f"{self.peer_key.reveal()}:{_plain_ip(client)}".encode()).hexdigest()
+
     def check_client(self, remote: str | None) -> None:
         """Refuse (403) a request for this host's data from any address but its reservation."""
-        if self.address is None:
-            return
-        if _plain_ip(remote) != _plain_ip(self.address):
+        if not self.is_client(remote):
             raise CallbackRefused(
                 403, f"{self.host}'s deploy data is served only to its reserved address "
                 f"{self.address}, not to {remote}")
@@ -123,15 +142,19 @@ class HostSession:
         if self.revoked:
             raise CallbackRefused(409, "token already used up by a final report")
 
-    def report(self, kind: str, presented: str | None, log: str) -> None:
+    def report(self, kind: str, presented: str | None, log: str, *,
+               next_boot: str = REBOOT) -> None:
         """Record a callback; refuses bad tokens, unknown kinds and replays."""
         if kind not in KINDS:
             raise CallbackRefused(404, f"unknown callback {kind!r}")
+        if next_boot not in NEXT_BOOTS:
+            raise CallbackRefused(400, f"unknown next boot {next_boot[:20]!r}: "
+                                  f"{' or '.join(NEXT_BOOTS)}")
         with self.changed:
             self.check_token(presented)
             if kind in self.reports:
                 raise CallbackRefused(409, f"{kind!r} was already reported")
-            self.reports[kind] = Report(kind, time.monotonic(), log[-MAX_LOG:])
+            self.reports[kind] = Report(kind, time.monotonic(), log[-MAX_LOG:], next_boot)
             if kind in TERMINAL:
                 self.revoked = True
             self.changed.notify_all()
@@ -154,7 +177,8 @@ class HostSession:
             self.changed.notify_all()
 
     def image_sent(self) -> None:
-        """The server sent this host its whole image (a complete 200, not a range)."""
+        """The host has its whole image: the server sent it (a complete 200, not a range), or
+        the host verified one a peer sent."""
         with self.changed:
             if self.image_sent_at is None:
                 self.image_sent_at = time.monotonic()

@@ -15,12 +15,13 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from provisioner.deploy.embedded.gate import Admission
 from provisioner.deploy.embedded.http import DeployServer
-from provisioner.deploy.embedded.sessions import FAILED, START, HostSession
+from provisioner.deploy.embedded.sessions import FAILED, START, VERIFIED, HostSession
 from provisioner.deploy.ramdisk import FILES
 
 MARKER = b"zfs-pool-member-do-not-touch" * 100
@@ -216,8 +217,8 @@ def test_two_hosts_one_stream_both_finish_in_ticket_order(rig: dict, gated: Depl
     admitted: list[str] = []
     real_admit = gate.try_admit
 
-    def spy(key: str) -> Admission:
-        a = real_admit(key)
+    def spy(key: str, **kw: Any) -> Admission:
+        a = real_admit(key, **kw)
         if a.admitted:
             admitted.append(key)
         return a
@@ -330,4 +331,6 @@ def test_a_corrupt_stream_is_streamed_again_and_then_verifies(
     assert f"sha256 verified: {hashlib.sha256(IMAGE).hexdigest()}" in log, out
     assert (root / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE
     assert "FAILED: the image on /dev/vdz has no partition table" in log  # the fake disk's end
-    assert sent == [1, 2] and session.image_streams == 2 and session.image_sent_at is not None
+    # the server sent two whole streams, then the host's "verified" report confirmed the second
+    assert sent == [1, 2, 2] and session.image_streams == 2 and session.image_sent_at is not None
+    assert VERIFIED in session.reports

@@ -1,10 +1,13 @@
 #!/bin/sh
 # Image deploy, run by the ramdisk's init with the host's one-time configuration:
 # pick the root disk by its hint, stream the image onto it while hashing it, verify the sha256,
-# grow the root partition and filesystem, write the cloud-init NoCloud seed, report, power off.
+# (peer serving: serve it to other hosts while the server wants it), grow the root partition and
+# filesystem, write the cloud-init NoCloud seed, report, then power off or kexec the installed OS.
 # Only the chosen disk is written: data disks are never touched.
 set -u
-. "$1"   # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 ROOT_PART SEED_URL HINT_ARGS IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS
+# DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 IMAGE_SIZE ROOT_PART SEED_URL HINT_ARGS
+# IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL NEXT_BOOT
+. "$1"
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
 TMP=${TMPDIR:-/tmp}
@@ -86,12 +89,17 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
 # A stream that breaks or does not verify is streamed again from this ramdisk (its retry
 # queues ahead of first attempts at the server), up to IMAGE_ATTEMPTS times in all: cheaper
 # than failing the attempt, which costs the orchestrator a power cycle and a POST.
+# A stream that came from a peer (the server's 307) and failed counts against the peer, not
+# this host: the server drops that peer when we ask again, and it costs no attempt (3 at most).
 tries=${IMAGE_ATTEMPTS:-2}
 n=1
+peer_fails=0
 while :; do
   log "streaming $IMAGE_URL to /dev/$disk"
   stream_image "$DEV/$disk"
-  case $? in
+  rc=$?
+  from_peer=$(grep -c '^ *[Ll]ocation:' $TMP/wget.err 2>/dev/null)
+  case $rc in
     0)
       got=$(cut -d' ' -f1 $TMP/sum)
       [ "$got" = "$IMAGE_SHA256" ] && break
@@ -101,11 +109,55 @@ while :; do
     2) fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
     *) why="download or write of the image failed" ;;
   esac
+  if [ "${from_peer:-0}" -gt 0 ] && [ "$peer_fails" -lt 3 ]; then
+    peer_fails=$((peer_fails + 1))
+    log "$why (from a peer); asking the server again"
+    continue
+  fi
   [ "$n" -lt "$tries" ] || fail "$why"
   n=$((n + 1))
   log "$why; streaming the image again ($n/$tries)"
 done
 log "sha256 verified: $got"
+
+# Peer serving (settings.embedded.peer_serving): while the server's long poll says "serve", this
+# host serves its verified image to hosts the server sends here (peer-image.cgi checks their
+# tickets), straight from the disk, so it must stop before the partition is grown. Anything
+# that goes wrong only ends the serving: this host's own deploy goes on.
+serve_peers() {  # $1: the root disk, holding the verified image
+  if [ -z "${PEER_PORT:-}" ] || [ -z "${PEER_KEY:-}" ] || [ -z "${IMAGE_SIZE:-}" ]; then
+    post verified /dev/null
+    return 0
+  fi
+  www=$TMP/peer/www
+  mkdir -p "$www/cgi-bin"
+  cp "${PEER_CGI:-/peer-image.cgi}" "$www/cgi-bin/image" && chmod 755 "$www/cgi-bin/image"
+  export PEER_ENV=$TMP/peer/env
+  printf 'PEER_KEY=%s\nPEER_DISK=%s\nIMAGE_SIZE=%s\n' "$PEER_KEY" "$1" "$IMAGE_SIZE" > "$PEER_ENV"
+  httpd -f -p "${PEER_BIND:+$PEER_BIND:}$PEER_PORT" -h "$www" 2>>"$LOG" &
+  httpd_pid=$!
+  sleep 1
+  if ! kill -0 "$httpd_pid" 2>/dev/null; then
+    log "could not serve peers on port $PEER_PORT; going on without"
+    post verified /dev/null
+    return 0
+  fi
+  post "verified?serve=1" /dev/null
+  log "serving the image to peers on port $PEER_PORT"
+  since=$(date +%s)
+  # the server ends the serving (peer_serve_max_s); this bound only outlives a server that
+  # stopped answering "leave"
+  limit=$(( ${PEER_MAX_S:-300} + 60 ))
+  answer=serve
+  while [ "$answer" = serve ] && [ $(( $(date +%s) - since )) -lt "$limit" ]; do
+    answer=$(wget -q -O - --header "Authorization: Bearer $DEPLOY_TOKEN" "$PEER_URL" 2>/dev/null) \
+      || answer=unreachable
+  done
+  kill "$httpd_pid" 2>/dev/null
+  wait "$httpd_pid" 2>/dev/null
+  log "stopped serving peers after $(( $(date +%s) - since )) s ($answer)"
+}
+serve_peers "$DEV/$disk"
 
 blockdev --rereadpt "$DEV/$disk" 2>>"$LOG"
 if [ -z "${ROOT_PART:-}" ]; then
@@ -143,7 +195,24 @@ chmod 600 "$seed/user-data"
 umount /mnt || fail "unmounting $root failed"
 sync
 log "cloud-init seed written to $root:/var/lib/cloud/seed/nocloud"
-post finished "$LOG"
+
+# NEXT_BOOT=kexec: start the installed OS's own kernel from here, sparing the host a second
+# firmware POST; kexec-load.sh finds and loads it (nothing loaded: power off as usual).
+next=reboot
+if [ "${NEXT_BOOT:-reboot}" = kexec ]; then
+  if loaded=$(sh "${KEXEC_LOAD:-/kexec-load.sh}" "$DEV/$disk" 2>$TMP/kexec.err); then
+    log "$loaded"
+    next=kexec
+  else
+    log "cannot kexec the installed OS ($(head -1 $TMP/kexec.err)); powering off for a reboot"
+  fi
+fi
+post "finished?next=$next" "$LOG"
 sync
+if [ "$next" = kexec ]; then
+  echo "deploy: done, starting the installed OS by kexec"
+  ${KEXEC:-kexec} -e
+  echo "deploy: kexec -e failed; powering off (the orchestrator retries with a reboot)"
+fi
 echo "deploy: done, powering off"
 poweroff -f
