@@ -187,6 +187,12 @@ class RamdiskBMC:
             return
         seed = requests.get(f"{self.base}/deploy/{self.host}/seed/user-data", headers=hdr, timeout=5)
         self.seen["user-data"] = seed.text
+        if self.outcome.startswith("kexec"):  # the ramdisk jumps into the installed kernel
+            requests.post(f"{cb}/finished?next=kexec", data="deploy: kexec: loaded x\n",
+                          headers=hdr, timeout=5)
+            if self.outcome == "kexec":
+                self._installed_os()  # no power action: the same power-on runs the new OS
+            return
         requests.post(f"{cb}/finished", data="deploy: sha256 verified: x\n", headers=hdr, timeout=5)
         self.state = PowerState.OFF  # the ramdisk powers off after its last report
 
@@ -246,9 +252,10 @@ def backend(netns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     b.close()
 
 
-def _deploy(backend: EmbeddedBackend, tmp_path: Path, netns: str, outcome: str) -> tuple:
+def _deploy(backend: EmbeddedBackend, tmp_path: Path, netns: str, outcome: str,
+            attempt: int = 1) -> tuple:
     site = load_site(site_file(tmp_path, netns))
-    req = DeployRequest(host=site.host("flow01"), mac=MAC, timeout_s=30)
+    req = DeployRequest(host=site.host("flow01"), mac=MAC, timeout_s=30, attempt=attempt)
     backend.prepare(site, [req])
     assert backend.server is not None
     bmc = RamdiskBMC(f"http://127.0.0.1:{backend.server.port}", "flow01", outcome)
@@ -273,6 +280,10 @@ def test_successful_flow(backend: EmbeddedBackend, tmp_path: Path, netns: str) -
     assert bmc.seen["IMAGE_RETRY_S"] == "1" and int(bmc.seen["IMAGE_WAIT_S"]) >= 60
     assert bmc.seen["IMAGE_ATTEMPTS"] == "2"  # a stream that does not verify is fetched again
     assert bmc.seen["image_status"] == "200"
+    # by default: no peer serving, and the installed OS boots through a power cycle
+    assert bmc.seen["PEER_KEY"] == bmc.seen["PEER_PORT"] == bmc.seen["PEER_URL"] == ""
+    assert bmc.seen["NEXT_BOOT"] == "reboot" and bmc.seen["IMAGE_SIZE"] == "1024"
+    assert backend.server is not None and not backend.server.peer_serving
     # the server holds busy image requests as the site says (defaults: 25 s, 512 at once)
     assert backend.server is not None and backend.server.gate is not None
     assert backend.server.hold_s == 25.0 and backend.server.gate.max_held == 512
@@ -421,3 +432,53 @@ def test_the_servers_hold_and_held_requests_follow_the_site(
     assert backend.server is not None and backend.server.gate is not None
     assert backend.server.hold_s == 3.0 and backend.server.gate.max_held == 7
     assert bmc.seen["IMAGE_ATTEMPTS"] == "3"
+
+
+def _with(monkeypatch: pytest.MonkeyPatch, **update: object) -> None:
+    import provisioner.deploy.embedded.backend as be
+
+    real = be.embedded_settings
+    monkeypatch.setattr(be, "embedded_settings", lambda s: real(s).model_copy(update=update))
+
+
+def test_kexec_boots_the_installed_os_without_a_power_action(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with(monkeypatch, installed_boot="kexec")
+    out, bmc, phases = _deploy(backend, tmp_path, netns, "kexec")
+    assert out.ok, out.reason
+    assert bmc.seen["NEXT_BOOT"] == "kexec"
+    assert phases == ["pxe", "install", "reboot", "firstboot"]
+    assert bmc.actions == ["boot:Pxe", "cycle"]  # one POST: no power off, no disk boot, no on
+    assert out.phases["reboot"] == 0.0
+    assert out.log == "deploy: kexec: loaded x\n"
+
+
+def test_a_kexec_that_never_comes_up_fails_at_the_callback_timeout_and_a_retry_reboots(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with(monkeypatch, installed_boot="kexec", callback_timeout_s=1.0)
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "kexec-hang")
+    assert not out.ok
+    assert "did not phone home within 1 s of the ramdisk's kexec" in out.reason
+    assert bmc.actions[-1] == "off"  # left off for the retry
+    # the retry never kexecs: it boots the disk through a power cycle
+    again, bmc2, _ = _deploy(backend, tmp_path, netns, "ok", attempt=2)
+    assert again.ok, again.reason
+    assert bmc2.seen["NEXT_BOOT"] == "reboot"
+    assert bmc2.actions == ["boot:Pxe", "cycle", "boot:Hdd", "on"]
+
+
+def test_peer_serving_hands_each_host_its_own_key_port_and_long_poll(
+    backend: EmbeddedBackend, tmp_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with(monkeypatch, peer_serving=True, peer_port=9181, peer_linger_s=4.0,
+          peer_serve_max_s=90.0)
+    out, bmc, _ = _deploy(backend, tmp_path, netns, "ok")
+    assert out.ok, out.reason
+    assert backend.server is not None and backend.server.peer_serving
+    assert bmc.seen["PEER_PORT"] == "9181" and bmc.seen["PEER_MAX_S"] == "90"
+    assert len(bmc.seen["PEER_KEY"]) >= 40
+    assert bmc.seen["PEER_URL"].endswith("/deploy/flow01/peer")
+    # the key is this attempt's own: never in the log the outcome carries
+    assert bmc.seen["PEER_KEY"] not in out.log + out.reason

@@ -17,7 +17,9 @@ import requests
 from requests_toolbelt.adapters.source import SourceAddressAdapter
 
 from provisioner.deploy.embedded.http import MAX_BODY, MAX_URL, DeployServer
+from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import FINISHED, START, HostSession
+from provisioner.secrets import Secret
 
 HOST_IP, ATTACKER_IP = "127.0.0.3", "127.0.0.2"
 MAC = "52-54-00-18-00-01"
@@ -218,3 +220,80 @@ def test_a_silent_connection_is_closed_after_the_header_timeout(server, monkeypa
     # a complete request is still served
     r = requests.get(url(server, "/ipxe/boot.ipxe"), timeout=5)
     assert r.status_code == 200 and r.text.startswith("#!ipxe")
+
+
+# -- peer serving ------------------------------------------------------------------------------
+
+PEER_IP = "127.0.0.4"  # a host whose image verified and serves it
+
+
+@pytest.fixture
+def peer_server(tmp_path: Path) -> Iterator[DeployServer]:
+    srv = DeployServer(bind="127.0.0.1", port=0, public_url="", max_image_streams=1, hold_s=0,
+                       peers=PeerPool(linger_s=30))
+    (tmp_path / "image.raw").write_bytes(b"i" * 4096)
+    srv.files["images/x.raw"] = tmp_path / "image.raw"
+    srv.gated_files.add("images/x.raw")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def peer_session(name: str, address: str) -> HostSession:
+    return HostSession(host=name, mac="52:54:00:18:00:0" + name[-1], method="image",
+                       ipxe_script="", address=address, locality="r1",
+                       peer_key=Secret(f"peer-key-of-{name}"), peer_port=8081)
+
+
+def test_peer_routes_refuse_strangers_and_redirects_hold_no_reusable_secret(
+    peer_server: DeployServer, host: requests.Session, attacker: requests.Session,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="provisioner.deploy.http")
+    gate = peer_server.gate
+    assert gate is not None
+    base = f"http://127.0.0.1:{peer_server.port}"
+    seeder, waiting = peer_session("seed1", PEER_IP), peer_session("host2", HOST_IP)
+    peer_server.register(seeder)
+    peer_server.register(waiting)
+    seed_client = client(PEER_IP)
+    bearer = {"Authorization": f"Bearer {seeder.token.reveal()}"}
+    # nobody but the host itself, with its token, may offer to serve or ask to leave
+    for who, headers in ((attacker, bearer), (seed_client, {}),
+                         (seed_client, {"Authorization": "Bearer forged"})):
+        assert who.post(f"{base}/callback/seed1/verified?serve=1", headers=headers,
+                        timeout=5).status_code == 403
+        assert who.get(f"{base}/deploy/seed1/peer", headers=headers,
+                       timeout=5).status_code == 403
+    assert gate.peers() == {}
+    assert seed_client.post(f"{base}/callback/seed1/verified?serve=1", headers=bearer,
+                            timeout=5).status_code == 200
+    assert gate.peers() == {"host seed1": []}
+    assert gate.try_admit("blocker").admitted  # the server's stream is busy
+    # an attacker naming the waiting host is not sent to the peer (not its address)
+    stolen = attacker.get(f"{base}/files/images/x.raw?host=host2", allow_redirects=False,
+                          timeout=5)
+    assert stolen.status_code == 503 and gate.peers() == {"host seed1": []}
+    # the host itself is: 307 to the peer, with a ticket bound to its own address
+    sent = host.get(f"{base}/files/images/x.raw?host=host2", allow_redirects=False, timeout=5)
+    assert sent.status_code == 307
+    ticket = seeder.peer_ticket(HOST_IP)
+    assert sent.headers["Location"] == f"http://{PEER_IP}:8081/cgi-bin/image?t={ticket}"
+    assert ticket != seeder.peer_ticket(ATTACKER_IP)
+    assert gate.peers() == {"host seed1": ["host host2"]}
+    # neither the peer's key nor the ticket reaches the log
+    text = caplog.text
+    assert ticket not in text and seeder.peer_key is not None
+    assert seeder.peer_key.reveal() not in text and "handed to peer seed1" in text
+    # a report of an unknown next boot is refused, and the token stays usable
+    wbearer = {"Authorization": f"Bearer {waiting.token.reveal()}"}
+    bad = host.post(f"{base}/callback/host2/finished?next=$(reboot)", headers=wbearer,
+                    data="x", timeout=5)
+    assert bad.status_code == 400 and FINISHED not in waiting.reports
+    # the waiting host verified: the peer is free again, and it may now go
+    assert host.post(f"{base}/callback/host2/verified", headers=wbearer,
+                     timeout=5).status_code == 200
+    assert gate.peers() == {"host seed1": []}
+    assert seed_client.get(f"{base}/deploy/seed1/peer", headers=bearer,
+                           timeout=10).text == "leave\n"
+    assert gate.peers() == {}
