@@ -65,6 +65,7 @@ from benchmarks.rack_sim import (  # noqa: E402
 from benchmarks.uplink_sim import SharedUplink, VirtualClock  # noqa: E402
 from provisioner.deploy.base import image_streams  # noqa: E402
 from provisioner.deploy.embedded.http import IMAGE_HOLD_S  # noqa: E402
+from provisioner.deploy.embedded.peers import PeerPool  # noqa: E402
 from provisioner.deploy.embedded.settings import STREAM_SHARE, EmbeddedSettings  # noqa: E402
 from provisioner.inventory import Site, load_site  # noqa: E402
 from provisioner.state import DONE_STATES, StateStore  # noqa: E402
@@ -72,6 +73,8 @@ from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
 
 DEFAULT_RETRY_S: int = EmbeddedSettings.model_fields["image_retry_after_s"].default
 DEFAULT_IMAGE_ATTEMPTS: int = EmbeddedSettings.model_fields["image_attempts"].default
+DEFAULT_PEER_LINGER_S: float = EmbeddedSettings.model_fields["peer_linger_s"].default
+DEFAULT_PEER_SERVE_MAX_S: float = EmbeddedSettings.model_fields["peer_serve_max_s"].default
 
 
 @dataclass
@@ -110,6 +113,8 @@ class RunFigures:
     fail_rate: float = 0.0
     tail: Tail | None = None
     fail_floor_s: float = 0.0  # the floor given when the failures happened (see tail_of)
+    peer_streams: int = 0  # streams served by peers (off the uplink)
+    serve_p50_s: float = 0.0  # how long a host served peers (p50), its own deploy waiting
 
     @property
     def ratio(self) -> float:
@@ -183,7 +188,7 @@ def pct(values: list[float], q: float) -> float:
 
 def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | None,
              transfer_slots: int | None, retry_s: int | None = None,
-             hold_s: float = 0.0) -> RunFigures:
+             hold_s: float = 0.0, peers: bool = False) -> RunFigures:
     """Start a farm, write its site, and deploy every host once with the real RackRunner."""
     workdir = tmp / f"{label}-{args.hosts}-{args.boot_s:g}"
     started = time.monotonic()
@@ -195,12 +200,13 @@ def run_rack(tmp: Path, args: argparse.Namespace, label: str, parallel: int | No
             host_link_gbps=args.host_link_gbps, image_bytes=int(args.image_gib * GIB),
             retries=args.retries))
         return deploy_rack(site, farm, workdir, args, label, parallel, transfer_slots, retry_s,
-                           hold_s)
+                           hold_s, peers)
 
 
 def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace, label: str,
                 parallel: int | None, transfer_slots: int | None,
-                retry_s: int | None = None, hold_s: float = 0.0) -> RunFigures:
+                retry_s: int | None = None, hold_s: float = 0.0,
+                peers: bool = False) -> RunFigures:
     """Deploy every host of the simulated site once with the real RackRunner."""
     image_bytes = int(args.image_gib * GIB)
     clock = VirtualClock(stall_s=args.stall_s)
@@ -212,7 +218,12 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
                                prefer_retries=hold_s > 0 and not args.no_prefer,
                                image_fail_rate=args.image_fail_rate,
                                # the previous ramdisk failed the attempt on the first bad stream
-                               image_attempts=args.image_attempts if hold_s > 0 else 1)
+                               image_attempts=args.image_attempts if hold_s > 0 else 1,
+                               # the site's peer_serving and installed_boot: kexec
+                               peers=PeerPool(linger_s=args.peer_linger_s,
+                                              serve_max_s=args.peer_serve_max_s)
+                               if peers else None,
+                               kexec_s=args.kexec_s if peers else None)
     store = StateStore(workdir / f"state-{label}.sqlite", site=site.name)
     pacer = Pacer(clock, label, len(site.hosts))
     runner = RackRunner(site, store, backend, open_bmc=farm_opener(farm, timing), reporter=pacer,
@@ -257,7 +268,10 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         raise SystemExit("the site has no image size: the bound cannot be computed")
     first_images = [t[0] for t in backend.stats.transfers.values() if t]
     tail = tail_of(pacer, backend.stats.attempts)
-    rack_floor = floor(result.results, result.wave.bound_s)
+    # with peers the uplink bound is no floor: the image spreads by doubling
+    spread = spread_s(len(site.hosts), transfer_slots or 1,
+                      image_bytes * 8 / (args.host_link_gbps * 1e9)) if peers else None
+    rack_floor = floor(result.results, min(result.wave.bound_s, spread or result.wave.bound_s))
     requests = list(backend.stats.requests.values())
     n = max(1, len(requests))
     return RunFigures(
@@ -297,7 +311,20 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         # a failed attempt's host ends no sooner than the fastest clean attempt after it
         fail_floor_s=max(rack_floor, tail.last_fail_s + tail.min_cycle_s if tail and
                          tail.last_fail_s else 0.0),
+        peer_streams=backend.stats.peer_streams,
+        serve_p50_s=statistics.median(serving) if (serving := [
+            r.phases["serve"] for r in result.results if "serve" in r.phases]) else 0.0,
     )
+
+
+def spread_s(hosts: int, streams: int, link_s: float) -> float:
+    """The least time for ``hosts`` to get the image from ``streams`` server streams and every
+    host that has it (one download each, ``link_s`` per image): all asking at once, each round
+    every holder serves one more host."""
+    have, rounds = 0, 0
+    while have < hosts:
+        have, rounds = 2 * have + streams, rounds + 1
+    return rounds * link_s
 
 
 def floor(results: list[Any], bound_s: float) -> float:
@@ -316,8 +343,9 @@ def print_run(f: RunFigures) -> None:
           f"once{gate} ({f.wave_reason}); {f.peak_in_flight} in flight at peak")
     print(f"  makespan              {f.makespan_s:9.0f} s   ({f.wall_s:.0f} s of wall time)")
     print(f"  bound                 {f.bound_s:9.0f} s   image bytes x hosts / uplink")
-    print(f"  floor                 {f.floor_s:9.0f} s   bound + fastest host before its first "
-          "and after its last byte")
+    spread = " (with peers: the doubling spread, if below)" if f.peer_streams else ""
+    print(f"  floor                 {f.floor_s:9.0f} s   bound{spread} + fastest host before its "
+          "first and after its last byte")
     if f.planner_estimate_s is not None:
         print(f"  planner's estimate    {f.planner_estimate_s:9.0f} s   (image transfers only)")
     print(f"  floor with failures   {f.fail_floor_s:9.0f} s   the last failure + the fastest "
@@ -327,6 +355,9 @@ def print_run(f: RunFigures) -> None:
     print(f"  nodes per hour        {f.nodes_per_hour:9.0f}")
     print(f"  image per host        {f.image_p50_s:9.1f} s   p50 (p95 {f.image_p95_s:.1f} s); "
           f"{f.peak_streams} streams at peak, uplink {f.utilisation:.0%} full while any streams")
+    if f.peer_streams:
+        print(f"  from peers            {f.peer_streams:9d}     streams off the uplink; a host "
+              f"served peers {f.serve_p50_s:.1f} s (p50) before going on")
     if f.transfer_slots:
         hosts = max(1, f.ok + f.failed)
         polled = (f" ({f.refusals / hosts:.1f} busy answers per host, "
@@ -467,6 +498,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also run the new default without failures (what the retries cost)")
     p.add_argument("--no-previous", action="store_true", help="skip the previous default's run")
     p.add_argument("--no-new", action="store_true", help="skip the new default's run")
+    p.add_argument("--no-peers", action="store_true",
+                   help="skip the run with peer serving and kexec (settings.embedded."
+                   "peer_serving, installed_boot: kexec)")
+    p.add_argument("--kexec-s", type=float, default=5.0,
+                   help="simulated seconds from 'finished' to the installed kernel running, "
+                   "by kexec (loading it and the jump; the OS's own boot is not charged in "
+                   "any run; default 5)")
+    p.add_argument("--peer-linger-s", type=float, default=DEFAULT_PEER_LINGER_S,
+                   help="settings.embedded.peer_linger_s of the peers run")
+    p.add_argument("--peer-serve-max-s", type=float, default=DEFAULT_PEER_SERVE_MAX_S,
+                   help="settings.embedded.peer_serve_max_s of the peers run")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--stall-s", type=float, default=600.0,
                    help="real seconds without any simulated event before a run is declared stuck")
@@ -501,13 +543,20 @@ def scenario(tmp: Path, args: argparse.Namespace) -> list[RunFigures]:
         # the runner plans hosts in flight itself from the backend's stream count
         run("new", None, image_streams(args.uplink_gbps, args.host_link_gbps, STREAM_SHARE),
             args.retry_s, hold_s=args.hold_s)
-    if args.reference and not args.no_new and (args.fail_rate or args.image_fail_rate):
+    if not args.no_peers:
+        # the new default where the site allows peer serving and kexec into the installed OS
+        run("peers", None, image_streams(args.uplink_gbps, args.host_link_gbps, STREAM_SHARE),
+            args.retry_s, hold_s=args.hold_s, peers=True)
+    if args.reference and (args.fail_rate or args.image_fail_rate):
         # the same rack without failures: what the failures' retries cost
         clean = argparse.Namespace(**{**vars(args), "fail_rate": 0.0, "image_fail_rate": 0.0})
-        runs.append(run_rack(tmp, clean, "new_nofail", None, image_streams(
-            args.uplink_gbps, args.host_link_gbps, STREAM_SHARE), args.retry_s,
-            hold_s=args.hold_s))
-        print_run(runs[-1])
+        for label, peers, skip in (("new_nofail", False, args.no_new),
+                                   ("peers_nofail", True, args.no_peers)):
+            if not skip:
+                runs.append(run_rack(tmp, clean, label, None, image_streams(
+                    args.uplink_gbps, args.host_link_gbps, STREAM_SHARE), args.retry_s,
+                    hold_s=args.hold_s, peers=peers))
+                print_run(runs[-1])
     if args.max_parallel:
         run("oversubscribed", args.max_parallel, None)
         if not args.no_gated:
@@ -549,14 +598,16 @@ def main(argv: list[str] | None = None) -> int:
     fields: dict[str, Any] = {"hosts": max(args.hosts), "post_s": f"{min(args.boot_s):g}",
                               "post_max_s": f"{max(args.boot_s):g}"}
     for key, boot in (("", min(args.boot_s)), ("post_", max(args.boot_s))):
-        for label, name in (("new", "ratio"), ("previous", "previous_ratio")):
+        for label, name in (("new", "ratio"), ("previous", "previous_ratio"),
+                            ("peers", "peers_ratio"), ("peers_nofail", "peers_nofail_ratio")):
             f = next((r for r in runs if (r.label, r.hosts, r.boot_s)
                       == (label, max(args.hosts), boot)), None)
             if f is not None:
                 fields[key + name] = f"{f.ratio:.2f}"
-                if label == "new":
-                    fields[key + "floor_ratio"] = f"{f.floor_ratio:.2f}"
-                    fields[key + "fail_floor_ratio"] = f"{f.fail_floor_ratio:.2f}"
+                if label in ("new", "peers"):
+                    pre = "" if label == "new" else "peers_"
+                    fields[key + pre + "floor_ratio"] = f"{f.floor_ratio:.2f}"
+                    fields[key + pre + "fail_floor_ratio"] = f"{f.fail_floor_ratio:.2f}"
     for f in runs:
         tag = f"h{f.hosts}_p{f.boot_s:g}_{f.label}"
         fields[f"{tag}_makespan_s"] = f"{f.makespan_s:.0f}"
@@ -585,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"{tag}_injected"] = f.injected
         if f.image_injected:
             fields[f"{tag}_image_injected"] = f.image_injected
+        if f.peer_streams:
+            fields[f"{tag}_peer_streams"] = f.peer_streams
+            fields[f"{tag}_serve_p50_s"] = f"{f.serve_p50_s:.1f}"
     fields.update({k: f"{v:.0f}" for k, v in lab.items()})
     fields["wall_s"] = f"{total:.0f}"
     print("RESULT " + " ".join(f"{k}={v}" for k, v in fields.items()))

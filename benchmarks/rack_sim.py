@@ -44,6 +44,7 @@ from provisioner.deploy.base import (
 )
 from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.http import IMAGE_HOLD_S
+from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.exceptions import DeployError
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
@@ -298,6 +299,7 @@ class BackendStats:
     attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # per host, in order
     injected_failures: int = 0
     injected_image_failures: int = 0  # streams that did not verify (streamed again or failed)
+    peer_streams: int = 0  # streams a peer served (off the uplink)
 
 
 class SimulatedBackend(DeployBackend):
@@ -321,6 +323,8 @@ class SimulatedBackend(DeployBackend):
         prefer_retries: bool = False,
         image_fail_rate: float = 0.0,
         image_attempts: int = 2,
+        peers: PeerPool | None = None,
+        kexec_s: float | None = None,
     ) -> None:
         self.uplink = uplink
         self.clock = uplink.clock
@@ -349,11 +353,19 @@ class SimulatedBackend(DeployBackend):
         # a stream that does not verify (deploy.sh streams it again, up to image_attempts)
         self.image_fail_rate = image_fail_rate
         self.image_attempts = image_attempts
+        # peer serving (settings.embedded.peer_serving): the real gate hands waiting hosts to
+        # hosts that verified their image; a peer download runs at the host link, off the uplink
+        self.peers = peers
+        # installed_boot: kexec: the installed OS starts kexec_s after "finished", no power
+        # action and no POST (first attempts only, as the embedded backend does)
+        self.kexec_s = kexec_s
         self._gate = (
-            StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now)
+            StreamGate(transfer_slots, ticket_ttl_s=4 * retry_s + 30, clock=lambda: self.clock.now,
+                       peers=peers)
             if transfer_slots and retry_s
             else None
         )
+        self._needing: set[str] = set()  # hosts in an attempt that have no verified image yet
         self.refusals = 0
         self.held_refusals = 0
         self._lock = threading.Lock()
@@ -392,8 +404,11 @@ class SimulatedBackend(DeployBackend):
             raise DeployError(f"{name}: not prepared for this run, or no farm BMC (discovery off)")
         phases: dict[str, float] = {}
         times = Attempt(request.attempt, self.clock.now)
+        rack = request.host.rack
         with self._lock:
             self.stats.attempts.setdefault(name, []).append(times)
+        with self.clock.lock:
+            self._needing.add(name)
         try:
             t = self.clock.now
             progress(name, "pxe", "one-time PXE boot, power cycle")
@@ -403,19 +418,25 @@ class SimulatedBackend(DeployBackend):
             times.at_gate = self.clock.now
             # the ramdisk is up and asks for the image: the embedded backend's "install"
             progress(name, "install", f"streaming {self.image_bytes / GIB:.1f} GiB")
-            self._stream(name, request.attempt, times, phases)
+            peer = self._stream(name, request.attempt, times, phases, rack=rack)
             # a stream that does not verify is streamed again from the running ramdisk, ahead
-            # of first attempts (deploy.sh, IMAGE_ATTEMPTS); the last one fails the attempt
-            streams = 1
-            while random.Random(f"{self.seed}:{name}:{request.attempt}:image{streams}"
+            # of first attempts (deploy.sh, IMAGE_ATTEMPTS); the last one fails the attempt.
+            # One from a peer costs no attempt (3 at most): the gate drops that peer.
+            streams, draws, peer_fails = 1, 1, 0
+            while random.Random(f"{self.seed}:{name}:{request.attempt}:image{draws}"
                                 ).random() < self.image_fail_rate:
+                draws += 1
                 with self._lock:
                     self.stats.injected_image_failures += 1
-                if streams >= self.image_attempts:
+                if peer is not None and peer_fails < 3:
+                    peer_fails += 1
+                elif streams >= self.image_attempts:
                     return self._failed(bmc, name, times, phases,
                                         "image sha256 mismatch (injected, every stream)")
-                streams += 1
-                self._stream(name, request.attempt, times, phases, again=True)
+                else:
+                    streams += 1
+                peer = self._stream(name, request.attempt, times, phases, again=True, rack=rack)
+            self._verified(name, rack, peer, phases)
             t = self.clock.now
             draw = random.Random(f"{self.seed}:{name}:{request.attempt}").random()
             if draw < self.fail_rate:
@@ -423,12 +444,20 @@ class SimulatedBackend(DeployBackend):
                     self.stats.injected_failures += 1
                 return self._failed(bmc, name, times, phases, "the host failed after its "
                                     "image (injected failure: e.g. a disk write error)")
-            progress(name, "reboot", "installed; booting from disk")
-            self._bmc(bmc, "reboot", PowerAction.OFF, BootTarget.DISK, PowerAction.ON)
-            self.clock.sleep(self.boot_s)
+            if self.kexec_s is not None and request.attempt == 1:
+                progress(name, "reboot", "installed; starting the installed OS by kexec")
+                self.clock.sleep(self.kexec_s)
+            else:
+                progress(name, "reboot", "installed; booting from disk")
+                self._bmc(bmc, "reboot", PowerAction.OFF, BootTarget.DISK, PowerAction.ON)
+                self.clock.sleep(self.boot_s)
             phases["reboot"] = self.clock.now - t
             return DeployOutcome(name, True, "", phases)
         finally:
+            with self.clock.lock:
+                self._needing.discard(name)
+                if self._gate is not None:
+                    self._gate.forget(name)  # as the server's unregister: peer or downloader
             times.end = self.clock.now
             with self._lock:
                 self.stats.requests[name] = bmc.client.requests_made
@@ -441,23 +470,31 @@ class SimulatedBackend(DeployBackend):
         return DeployOutcome(name, False, f"deploy callback: {why}", phases)
 
     def _stream(self, name: str, attempt: int, times: Attempt, phases: dict[str, float], *,
-                again: bool = False) -> None:
-        """Queue for a stream (the gate or the ideal queue), then move the image."""
+                again: bool = False, rack: str | None = None) -> str | None:
+        """Queue for a stream (the gate or the ideal queue), then move the image; returns the
+        peer that served it (None: the server, over the uplink)."""
         t = self.clock.now
+        peer = None
         if self._slots is not None:
             self._slots.acquire()
         elif self._gate is not None:
-            self._admit(name, attempt, again=again)
+            peer = self._admit(name, attempt, again=again, rack=rack)
         try:
             if not again:
                 times.admitted = self.clock.now
             queued = self.clock.now - t
-            image = self.uplink.transfer(self.image_bytes)
+            if peer is None:
+                image = self.uplink.transfer(self.image_bytes)
+            else:  # host to host at the host link, off the deploy server's uplink
+                image = self.image_bytes * 8 / self.uplink.link_bps
+                self.clock.sleep(image)
+                with self._lock:
+                    self.stats.peer_streams += 1
             times.streamed = self.clock.now
         finally:
             if self._slots is not None:
                 self._slots.release()
-            elif self._gate is not None:
+            elif self._gate is not None and peer is None:
                 with self.clock.lock:  # hands the stream to a held host: it runs from now
                     self._gate.release(name)
         phases["queue"] = phases.get("queue", 0.0) + queued
@@ -465,8 +502,31 @@ class SimulatedBackend(DeployBackend):
         with self._lock:
             self.stats.transfers.setdefault(name, []).append(image)
             self.stats.queued[name] = self.stats.queued.get(name, 0.0) + queued
+        return peer
 
-    def _admit(self, name: str, attempt: int, *, again: bool = False) -> None:
+    def _verified(self, name: str, rack: str | None, peer: str | None,
+                  phases: dict[str, float]) -> None:
+        """deploy.sh's "verified" report: a peer it streamed from is free again; with peer
+        serving it then serves the image until the gate lets it go (its long poll, polled
+        every half second as the server's is)."""
+        with self.clock.lock:
+            self._needing.discard(name)
+            if self._gate is None or self.peers is None:
+                return
+            if peer is not None:
+                self._gate.peer_done(name)
+            self._gate.add_peer(name, rack)
+        t = self.clock.now
+        while True:
+            with self.clock.lock:
+                pending = len(self._needing - self._gate.asking())
+                if self._gate.peer_may_leave(name, pending):
+                    break
+            self.clock.sleep(0.5)
+        phases["serve"] = self.clock.now - t
+
+    def _admit(self, name: str, attempt: int, *, again: bool = False,
+               rack: str | None = None) -> str | None:
         """Ask the gate like deploy.sh does until admitted: held in the server when it holds
         (a held 503: ask again at once), else 503, sleep, jitter, ask again."""
         assert self._gate is not None and self.retry_s is not None
@@ -477,11 +537,13 @@ class SimulatedBackend(DeployBackend):
                 gate.prefer(name)
         while True:
             with clock.lock:
+                peers_ok = self.peers is not None
                 if self.hold_s <= 0:
-                    answer = gate.try_admit(name)
+                    answer = gate.try_admit(name, peers_ok=peers_ok, locality=rack)
                 else:
                     waiter = clock.waiter_locked()
-                    h = gate.hold(name, partial(clock.release_locked, waiter))
+                    h = gate.hold(name, partial(clock.release_locked, waiter), peers_ok=peers_ok,
+                                  locality=rack)
                     if h.admission is None:  # held: until handed a stream or the hold runs out
 
                         def expire(h: Any = h, w: Any = waiter) -> None:
@@ -494,7 +556,7 @@ class SimulatedBackend(DeployBackend):
                     assert h.admission is not None
                     answer = h.admission
             if answer.admitted:
-                return
+                return answer.source
             with self._lock:
                 self.refusals += 1
                 self.held_refusals += answer.held

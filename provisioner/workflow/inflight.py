@@ -10,6 +10,7 @@ goes:
 - before the image request (the backend's ``install`` phase): the mean of hosts that got there,
   and at least the age of the oldest host still on its way (so a long POST raises the window
   while the first hosts are still in it, not only when they arrive);
+- the sources: the gate's streams, plus the hosts serving the image to others (peer serving);
 - the stream: the gate's mean stream time (admitted to released) when the backend reports it,
   else the planner's estimate;
 - after the stream: the mean from ``install`` to done less the queue wait and the stream, of
@@ -118,7 +119,9 @@ class InFlightWindow:
         on_way = [now - h.start for h in self._hosts.values() if h.at_gate is None]
         pre = max([_mean(self._pre), *on_way])
         after = _mean([a - wait - stream for a in self._after]) if self._after else pre
-        want = math.ceil(self.streams * (pre + stream + max(0.0, after)) / stream) + self.streams
+        # hosts serving the image to others (peer serving) are sources like the streams
+        sources = self.streams + (stats.peers if stats is not None else 0)
+        want = math.ceil(sources * (pre + stream + max(0.0, after)) / stream) + sources
         if not self._pre:
             want = max(want, self.initial)
         return max(self.streams, min(self.ceiling, want))

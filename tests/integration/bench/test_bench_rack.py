@@ -142,6 +142,15 @@ def lab_is_up() -> bool:
     return status.returncode == 0
 
 
+def test_the_doubling_spread_with_peers() -> None:
+    from benchmarks.rack import spread_s
+
+    # 10 server streams, every holder serves one more each round: 10, 30, 70, 150, 310, 630
+    assert spread_s(512, 10, 3.0) == 6 * 3.0
+    assert spread_s(10, 10, 3.0) == 3.0 and spread_s(11, 10, 3.0) == 6.0
+    assert spread_s(1, 1, 2.0) == 2.0 and spread_s(4, 1, 2.0) == 6.0  # 1, 3, 7
+
+
 def test_benchmark_small_rack(tmp_path: Path) -> None:
     # 20 Gb/s uplink: the old planner runs 1 host at a time; 8 at once saturate the uplink; the
     # previous default keeps 8 in flight with 1 stream, the new one 8 with 2 (the whole uplink).
@@ -193,6 +202,16 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
              if k.startswith("h8_p0_new_nofail_")}
     assert (clean["injected"], clean["retried"], clean["last_fail_s"]) == ("0", "0", "0")
     assert float(clean["fail_floor_s"]) == float(clean["floor_s"])
+    # peer serving and kexec: hosts that verified serve the others (off the uplink), and the
+    # first attempts start the installed OS without a power action (retries reboot)
+    peers = {k.split("h8_p0_peers_", 1)[1]: v for k, v in r.items()
+             if k.startswith("h8_p0_peers_") and not k.startswith("h8_p0_peers_nofail_")}
+    assert int(peers["peer_streams"]) >= 1 and "streams off the uplink" in proc.stdout
+    assert (peers["failed"], peers["streams"]) == ("0", "2")
+    assert float(peers["requests_per_host"]) < float(n["requests_per_host"])
+    assert float(r["peers_ratio"]) == float(peers["ratio"]) > 0
+    assert float(peers["makespan_s"]) >= float(peers["floor_s"]) > 0
+    assert r["h8_p0_peers_nofail_injected"] == "0"
     if lab:
         assert "[lab] skipped: `provision lab status` exited 5" in proc.stdout
         assert "lab_1_s" not in r

@@ -72,6 +72,20 @@ def test_sized_from_observed_phases_and_the_gates_stream_time() -> None:
     assert w.target() == 3 + 2  # ceil(2 x (10 + 35 + 0) / 35) + 2 (nothing left after)
 
 
+def test_hosts_serving_the_image_count_as_sources() -> None:
+    clock = Clock()
+    gate = {"stats": stats(wait_s=0.0, stream_s=5.0)}
+    w = window(clock, gate_stats=lambda: gate["stats"])
+    w.started("a")
+    clock.now = 10.0
+    w.phase("a", "install")
+    assert w.target() == 2 * (10 + 5 + 10) // 5 + 2
+    # three hosts serve the image to others: five sources keep five times the hosts busy
+    gate["stats"] = StreamStats(limit=2, active=2, waiting=0, held=0, admitted=4,
+                                mean_wait_s=0.0, mean_stream_s=5.0, peers=3, peer_streams=1)
+    assert w.target() == 5 * (10 + 5 + 10) // 5 + 5
+
+
 def test_never_below_the_streams() -> None:
     clock = Clock()
     w = window(clock, initial=2, streams=8, ceiling=4, stream_s=100.0)
