@@ -181,6 +181,12 @@ class FarmBMC(RedfishBMC):
                          system_id=system_id, poll_interval_s=0.5)
         self.timing = timing
 
+    def host_systems(self) -> list[str]:
+        """The host's own System only: every address lists every host's System, where a real
+        host's BMC lists its own; telling DPU Systems apart would read the other N-1 (since
+        2026-11-25 that made discovery N requests per host, 143 at 128 hosts)."""
+        return [self.system_path()]
+
     def _other_systems(self) -> list[str]:
         """None: every address lists every host's System, where a real host's BMC lists its own
         (and a GPU baseboard); discovery would read all N of them for identity fields the fake

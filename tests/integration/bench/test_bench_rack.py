@@ -169,6 +169,9 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
     assert float(r["previous_ratio"]) >= 1.0
     assert float(r["h8_p0_new_makespan_s"]) >= float(r["h8_p0_new_bound_s"]) > 0
     assert float(p["requests_per_host"]) >= 10  # discovery and boot control really happened
+    # ... and a host's BMC reads its own System, not the farm's other N-1 (a real BMC lists
+    # its own): per-host requests do not grow with the rack
+    assert float(r["h8_p0_new_requests_per_host"]) < 40
     # seed 1 fails sim-r01-u09's first attempt (draw 0.09 < 0.1); the retry succeeds
     assert (p["injected"], p["retried"], p["failed"]) == ("1", "1", "0")
     # one host at a time streams at its link; eight share the uplink at a quarter of that
