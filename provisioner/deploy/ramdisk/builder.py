@@ -3,7 +3,8 @@
 Everything comes from Debian packages: the kernel from ``linux-image-<abi>-<flavour>`` (fetched
 with ``apt-get download`` and unpacked with ``dpkg -x``, never installed), busybox-static, and a
 few host tools copied with the shared libraries they link (sfdisk, blkid, e2fsck, resize2fs,
-udev for /dev/disk/by-path names and module autoloading).
+udev for /dev/disk/by-path names and module autoloading), and kexec from kexec-tools, which
+boots the installed OS without a second firmware POST.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ from provisioner.deploy.images.commands import require_tools, run
 from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError
 
-BUILDER_VERSION = "3"  # 3: deploy.sh retries a busy (503) image stream
+# 3: deploy.sh retries a busy (503) image stream; 4: kexec and kexec-load.sh (boot the
+# installed OS by kexec)
+BUILDER_VERSION = "4"
 FILES = Path(__file__).parent / "files"
-SCRIPTS = ("init", "deploy.sh", "pick-disk.sh")
+SCRIPTS = ("init", "deploy.sh", "pick-disk.sh", "kexec-load.sh")
 # Host tools copied into /usr/local/sbin of the ramdisk (busybox lacks or limits them).
 TOOLS = ("/sbin/sfdisk", "/sbin/blkid", "/sbin/e2fsck", "/sbin/resize2fs", "/bin/udevadm")
+# kexec-load.sh's loader; busybox has no kexec. Checked before a build starts.
+KEXEC = "/sbin/kexec"
 UDEV_FILES = (
     "/usr/lib/udev/rules.d/50-udev-default.rules",
     "/usr/lib/udev/rules.d/60-persistent-storage.rules",
@@ -147,7 +152,23 @@ def _module_closure(moddir: Path) -> set[str]:
     return wanted
 
 
+def _require_kexec() -> None:
+    if not Path(KEXEC).is_file():
+        raise DeployError(
+            f"{KEXEC} not found: the deploy ramdisk needs kexec from the kexec-tools package",
+            hint="apt-get install kexec-tools (scripts/install-deps installs scripts/deps/50-deploy.list)",
+        )
+
+
+def _install_tools(root: Path) -> None:
+    """Copy TOOLS and kexec, each with the shared libraries it links, to /usr/local/sbin."""
+    _require_kexec()
+    for tool in (*TOOLS, KEXEC):
+        _copy_with_libs(Path(tool), root, "/usr/local/sbin")
+
+
 def _build(pkg: str, out: Path) -> None:
+    _require_kexec()  # before the download, not after it
     work = out / "work"
     work.mkdir()
     run(["apt-get", "download", pkg], what=f"downloading {pkg}", cwd=work, timeout=600)
@@ -167,8 +188,7 @@ def _build(pkg: str, out: Path) -> None:
     busybox = shutil.which("busybox")
     assert busybox is not None  # require_tools checked it
     shutil.copy2(busybox, root / "bin/busybox")
-    for tool in TOOLS:
-        _copy_with_libs(Path(tool), root, "/usr/local/sbin")
+    _install_tools(root)
     # udevd is udevadm under another name; the rules call their helpers by absolute path
     (root / "lib/systemd").mkdir(parents=True, exist_ok=True)
     os.symlink("/usr/local/sbin/udevadm", root / "lib/systemd/systemd-udevd")
