@@ -30,10 +30,10 @@ from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError
 
 # 3: deploy.sh retries a busy (503) image stream; 4: kexec and kexec-load.sh (boot the
-# installed OS by kexec)
-BUILDER_VERSION = "4"
+# installed OS by kexec); 5: peer-image.cgi (peer serving)
+BUILDER_VERSION = "5"
 FILES = Path(__file__).parent / "files"
-SCRIPTS = ("init", "deploy.sh", "pick-disk.sh", "kexec-load.sh")
+SCRIPTS = ("init", "deploy.sh", "pick-disk.sh", "kexec-load.sh", "peer-image.cgi")
 # Host tools copied into /usr/local/sbin of the ramdisk (busybox lacks or limits them).
 TOOLS = ("/sbin/sfdisk", "/sbin/blkid", "/sbin/e2fsck", "/sbin/resize2fs", "/bin/udevadm")
 # kexec-load.sh's loader; busybox has no kexec. Checked before a build starts.
