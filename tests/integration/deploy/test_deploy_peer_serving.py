@@ -153,6 +153,8 @@ def test_a_waiting_host_gets_the_image_from_a_peer_and_both_go_on(
     assert (root_b / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE, out_b
     assert (root_a / "dev/vdz").read_bytes()[: len(IMAGE)] == IMAGE, out_a  # served, unchanged
     assert f"sha256 verified: {hashlib.sha256(IMAGE).hexdigest()}" in log_b
+    assert f"the image came from peer 127.0.0.1:{a.peer_port}\n" in log_b
+    assert "came from peer" not in log_a and "?t=" not in log_b  # no ticket in the log
     stats = server.gate.stats()
     assert stats.peer_admitted == 1 and stats.admitted == 3  # a, the blocker, b (from a)
     assert b.image_streams == 1 and b.image_sent_at is not None

@@ -131,6 +131,14 @@ class Lab:
             raise AssertionError(f"ssh {host} {command!r} -> {res.returncode}: {res.stderr}")
         return res.stdout.strip()
 
+    def console(self, host: str) -> str:
+        """The VM's serial console so far (appended across boots): the ramdisk logs there."""
+        for rack in self.site()["racks"]:
+            for h in rack["hosts"]:
+                if h.get("name") == host:
+                    return Path(h["vars"]["lab_console_log"]).read_text(errors="replace")
+        raise AssertionError(f"{host} not in the lab site")
+
     def dnsmasq_log(self) -> Path | None:
         state = Path(self.env.get("PROVISIONER_LAB_STATE_DIR", f"/var/lib/provisioner-lab/{NETNS}"))
         logs = sorted(state.rglob("dnsmasq.log"))
@@ -191,6 +199,21 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert states["lab-host01"]["state"] == "configured"
     assert states["lab-host03"]["state"] == "failed"
     assert BAD_SERIAL in (states["lab-host03"]["last_error"] or "")
+
+    _phase('kexec into the installed OS, and the image served host to host')
+    # the lab site: one image stream, peer serving, installed_boot: kexec
+    consoles = {h: lab.console(h) for h in ("lab-host01", "lab-host02")}
+    for host, text in consoles.items():
+        assert "deploy: kexec: loaded " in text, host  # the ramdisk found the installed entry
+        assert "deploy: done, starting the installed OS by kexec" in text, host
+        assert "deploy: done, powering off" not in text, host
+        assert "deploy: serving the image to peers on port 8081" in text, host
+        assert "deploy: stopped serving peers after" in text, host
+    from_peer = [h for h, t in consoles.items() if "the image came from peer" in t]
+    for host in from_peer:  # the other host served it, from its own address
+        other = ({"lab-host01", "lab-host02"} - {host}).pop()
+        assert f"the image came from peer {lab.address(other)}:8081" in consoles[host]
+    _phase(f'... from a peer: {from_peer or "none (the first host had left before the second asked)"}')
 
     _phase('the image is on the hinted disk, which Linux enumerated last')
     for host in ("lab-host01", "lab-host02"):

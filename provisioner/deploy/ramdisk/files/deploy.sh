@@ -119,6 +119,9 @@ while :; do
   log "$why; streaming the image again ($n/$tries)"
 done
 log "sha256 verified: $got"
+if [ "${from_peer:-0}" -gt 0 ]; then  # the peer's address only: the ticket stays out of logs
+  log "the image came from peer $(sed -n 's|^ *[Ll]ocation: *http://\([^/]*\)/.*|\1|p' $TMP/wget.err | tail -1)"
+fi
 
 # Peer serving (settings.embedded.peer_serving): while the server's long poll says "serve", this
 # host serves its verified image to hosts the server sends here (peer-image.cgi checks their
