@@ -88,8 +88,8 @@ class EmbeddedSettings(BaseModel):
     peer_serve_max_s: float = Field(default=300.0, gt=0, le=3600)
     # How the installed OS first boots: "reboot" (the ramdisk powers off; a one-time disk boot
     # and power on: a second firmware POST) or "kexec" (the ramdisk starts the installed
-    # kernel itself: no second POST; falls back to "reboot" when it cannot, and a retried
-    # attempt always reboots).
+    # kernel itself: no second POST; falls back to "reboot" when it cannot, and a host whose
+    # kexec'd OS did not come up is retried with "reboot").
     installed_boot: Literal["reboot", "kexec"] = "reboot"
     autoinstall: AutoinstallSettings | None = None
 

@@ -129,6 +129,7 @@ class EmbeddedBackend(DeployBackend):
         self.base = ""  # the HTTP server's URL as hosts see it, set by prepare()
         self._network: Network | None = None
         self._lock = threading.Lock()
+        self._no_kexec: set[str] = set()  # hosts whose kexec'd OS did not come up: reboot them
 
     def image_streams(self, site: Site) -> int | None:
         """The HTTP server gates image streams to settings.embedded.max_image_streams."""
@@ -147,6 +148,7 @@ class EmbeddedBackend(DeployBackend):
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Build/find the ramdisk and image, start the HTTP server and dnsmasq."""
         self.close()  # a second prepare() replaces the services of the first
+        self._no_kexec = set()  # a new run tries kexec on every host again
         self.image = None
         settings = embedded_settings(site)
         network = site.networks.get("provisioning")
@@ -325,9 +327,10 @@ class EmbeddedBackend(DeployBackend):
                 "PEER_KEY": session.peer_key.reveal() if session.peer_key else "",
                 "PEER_URL": f"{base}/deploy/{host.name}/peer" if session.peer_key else "",
                 "PEER_MAX_S": str(int(settings.peer_serve_max_s)),
-                # kexec into the installed OS (no second POST); a retry always reboots
-                "NEXT_BOOT": KEXEC if settings.installed_boot == KEXEC and request.attempt == 1
-                else REBOOT,
+                # kexec into the installed OS (no second POST), unless an earlier attempt's
+                # kexec did not come up: then this host reboots through its firmware
+                "NEXT_BOOT": KEXEC if settings.installed_boot == KEXEC
+                and host.name not in self._no_kexec else REBOOT,
             }
             session.config_env = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
         else:
@@ -501,11 +504,13 @@ class EmbeddedBackend(DeployBackend):
             t = time.monotonic()
             progress(name, "firstboot", "waiting for the installed OS to phone home")
             if session.wait_for((BOOTED,), min(st.callback_timeout_s, request.timeout_s)) is None:
+                with self._lock:
+                    self._no_kexec.add(name)
                 raise DeployError(
                     f"the installed OS did not phone home within {st.callback_timeout_s:.0f} s "
                     "of the ramdisk's kexec (settings.embedded.callback_timeout_s)",
-                    hint="check the host's console; the retry power-cycles it and boots from "
-                    "disk (a retry never uses kexec), or set installed_boot: reboot")
+                    hint="check the host's console; its retry boots the disk through the "
+                    "firmware instead (no kexec), or set installed_boot: reboot")
             phases["firstboot"] = time.monotonic() - t
         return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
 
