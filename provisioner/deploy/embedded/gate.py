@@ -287,6 +287,19 @@ class StreamGate:
             h.wake()
         return peer
 
+    def peer_busy(self, key: str) -> bool | None:
+        """Whether peer ``key`` serves a host or a host it may serve is waiting (cheap: no need to
+        ask whether it may leave); None when ``key`` is not a peer."""
+        with self._lock:
+            p = self._pool.peers.get(key)
+            if p is None:
+                return None
+            if p.serving:
+                return True
+            if self._clock() - p.since >= self._pool.serve_max_s:
+                return False  # served its time: it takes nobody new
+            return any(t.peers_ok for t in self._queue.values())
+
     def peer_may_leave(self, key: str, pending: int) -> bool:
         """Whether peer ``key`` may stop serving now; if so it is no longer a peer. ``pending``:
         hosts that will still ask for the image and are not asking now."""

@@ -452,8 +452,9 @@ class DeployServer:
         gate, key = self.gate, _ticket_key(host, None)
         gone = _client_gone(request.environ)
         deadline = time.monotonic() + max(1.0, self.hold_s)
-        while gate is not None and key in gate.peers():
-            if gate.peer_may_leave(key, self._pending()):
+        while gate is not None and (busy := gate.peer_busy(key)) is not None:
+            # what may still ask is counted only when the peer is idle (every session)
+            if not busy and gate.peer_may_leave(key, self._pending()):
                 break
             if time.monotonic() >= deadline or (gone is not None and gone()):
                 return self._text("serve\n")

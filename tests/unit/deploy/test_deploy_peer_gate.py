@@ -142,10 +142,14 @@ def test_a_waiting_host_keeps_an_idle_peer_and_serving_time_is_bounded() -> None
     assert not gate.try_admit("bare").admitted  # waits for the server, cannot use peers
     assert not gate.try_admit("w", peers_ok=True).admitted
     gate.add_peer("p")  # w polls: it takes p when it asks again
+    assert gate.peer_busy("p") is True  # a host it may serve waits
     assert not gate.peer_may_leave("p", pending=0)
     assert gate.try_admit("w", peers_ok=True).source == "p"
+    assert gate.peer_busy("p") is True  # serving w
     clock.now = 61.0  # served its time: takes nobody new, leaves once idle
     assert not gate.try_admit("x", peers_ok=True).admitted
     assert not gate.peer_may_leave("p", pending=9)
     gate.peer_done("w")
+    assert gate.peer_busy("p") is False  # x waits, but p has served its time
     assert gate.peer_may_leave("p", pending=9)
+    assert gate.peer_busy("p") is None
