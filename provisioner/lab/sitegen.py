@@ -51,10 +51,10 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
                 "http_address": str(plan.host_uplink_address),
                 "http_port": DEPLOY_HTTP_PORT,
                 "log_dir": str(plan.state_dir / "deploy"),
-                # The lab shows the fast paths a real rack can turn on: one image stream, so
-                # a host that waits is served by one whose image verified (peer serving), and
-                # the installed OS started by kexec from the ramdisk (no second boot).
-                "max_image_streams": 1,
+                # The lab shows the fast paths a real rack can turn on: hosts whose image
+                # verified offer it to hosts still waiting (peer serving; with a stream per
+                # host, nobody waits here: each offers and is let go), and the installed OS
+                # started by kexec from the ramdisk (no second boot).
                 "peer_serving": True,
                 "installed_boot": "kexec",
             },
