@@ -5,7 +5,8 @@ deploy ramdisk, real SSH and Ansible.
 Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
 hint is changed to a serial no disk has. Checked:
 - host01 and host02 deploy: the image lands on the disk the hint names (not the first one
-  enumerated), they boot from disk, SSH works, `ansible -m ping` passes, and the whole of
+  enumerated), the ramdisk starts the installed OS by kexec (the lab site's installed_boot;
+  no second boot) after offering its image to peers, SSH works, `ansible -m ping` passes, and the whole of
   site.yml runs on them through the lab's apt proxy: chrony, Debian's docker.io (the lab's
   profile sets docker_package_source: distribution; pinned, held, running with the role's
   daemon.json) and node_exporter, the GPU/RDMA/PCIe/ZFS stages skipping;
