@@ -383,6 +383,10 @@ class SimulatedBackend(DeployBackend):
         """Gated like the embedded server when given transfer slots: the runner plans for it."""
         return self.transfer_slots
 
+    def serves_peers(self, site: Site) -> bool:
+        """Peer serving, as the embedded backend's settings.embedded.peer_serving."""
+        return self.peers is not None
+
     def stream_stats(self) -> StreamStats | None:
         """The real gate's figures (stream and queue times), as the embedded backend reports."""
         return self._gate.stats() if self._gate is not None else None

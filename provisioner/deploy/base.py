@@ -89,6 +89,10 @@ class DeployBackend(ABC):
         """The image-stream gate's figures so far; None without a gate (or before prepare)."""
         return None
 
+    def serves_peers(self, site: Site) -> bool:
+        """Whether hosts serve the image to each other (the image then bounds no wave)."""
+        return False
+
     @abstractmethod
     def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
         """Start services and allow exactly these hosts to boot (unknown MACs get nothing)."""

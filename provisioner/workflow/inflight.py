@@ -10,7 +10,6 @@ goes:
 - before the image request (the backend's ``install`` phase): the mean of hosts that got there,
   and at least the age of the oldest host still on its way (so a long POST raises the window
   while the first hosts are still in it, not only when they arrive);
-- the sources: the gate's streams, plus the hosts serving the image to others (peer serving);
 - the stream: the gate's mean stream time (admitted to released) when the backend reports it,
   else the planner's estimate;
 - after the stream: the mean from ``install`` to done less the queue wait and the stream, of
@@ -19,6 +18,10 @@ goes:
 
 Before any host reached its image request the window is at least the plan's starting size. It
 never goes below the stream count nor above the ceiling.
+
+With peer serving every host that has the image is a source too, so the image bounds no wave:
+the window is the ceiling from the start (``max_hosts_in_flight``: what the BMCs, the DHCP
+server and the site's power feeds take at once).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class InFlightWindow:
     stream_s: float  # the planner's estimate of one stream, until the gate has measured one
     gate_stats: Callable[[], StreamStats | None] = lambda: None
     clock: Callable[[], float] = time.monotonic
+    peers: bool = False  # hosts serve the image to each other: the ceiling from the start
     _hosts: dict[str, _Host] = field(default_factory=dict)
     _pre: list[float] = field(default_factory=list)
     _after: list[float] = field(default_factory=list)  # at the gate -> done
@@ -111,6 +115,8 @@ class InFlightWindow:
             return self._target()
 
     def _target(self) -> int:
+        if self.peers:
+            return self.ceiling
         now = self.clock()
         stats = self.gate_stats()
         stream = stats.mean_stream_s if stats is not None and stats.mean_stream_s > 0 else 0.0
@@ -119,9 +125,7 @@ class InFlightWindow:
         on_way = [now - h.start for h in self._hosts.values() if h.at_gate is None]
         pre = max([_mean(self._pre), *on_way])
         after = _mean([a - wait - stream for a in self._after]) if self._after else pre
-        # hosts serving the image to others (peer serving) are sources like the streams
-        sources = self.streams + (stats.peers if stats is not None else 0)
-        want = math.ceil(sources * (pre + stream + max(0.0, after)) / stream) + sources
+        want = math.ceil(self.streams * (pre + stream + max(0.0, after)) / stream) + self.streams
         if not self._pre:
             want = max(want, self.initial)
         return max(self.streams, min(self.ceiling, want))

@@ -224,6 +224,7 @@ class RackRunner:
             stream_s=size * 8 / rate if size else 60.0,
             gate_stats=self.backend.stream_stats,
             clock=self.clock,
+            peers=self.backend.serves_peers(self.site),
         )
 
     def _deploy_in_window(self, window: InFlightWindow, req: DeployRequest) -> HostResult:

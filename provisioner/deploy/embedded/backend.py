@@ -139,6 +139,10 @@ class EmbeddedBackend(DeployBackend):
         """settings.embedded.host_link_gbps."""
         return host_link_gbps(site)
 
+    def serves_peers(self, site: Site) -> bool:
+        """settings.embedded.peer_serving."""
+        return bool(site.settings.embedded and site.settings.embedded.peer_serving)
+
     def stream_stats(self) -> StreamStats | None:
         """The HTTP server's gate figures (stream and queue times) while it runs."""
         server = self.server

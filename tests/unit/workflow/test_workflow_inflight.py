@@ -72,18 +72,14 @@ def test_sized_from_observed_phases_and_the_gates_stream_time() -> None:
     assert w.target() == 3 + 2  # ceil(2 x (10 + 35 + 0) / 35) + 2 (nothing left after)
 
 
-def test_hosts_serving_the_image_count_as_sources() -> None:
+def test_with_peer_serving_the_window_is_the_ceiling_from_the_start() -> None:
     clock = Clock()
-    gate = {"stats": stats(wait_s=0.0, stream_s=5.0)}
-    w = window(clock, gate_stats=lambda: gate["stats"])
+    w = window(clock, peers=True)
+    assert w.target() == 100  # hosts that have the image serve it: no stream count bounds it
     w.started("a")
     clock.now = 10.0
     w.phase("a", "install")
-    assert w.target() == 2 * (10 + 5 + 10) // 5 + 2
-    # three hosts serve the image to others: five sources keep five times the hosts busy
-    gate["stats"] = StreamStats(limit=2, active=2, waiting=0, held=0, admitted=4,
-                                mean_wait_s=0.0, mean_stream_s=5.0, peers=3, peer_streams=1)
-    assert w.target() == 5 * (10 + 5 + 10) // 5 + 5
+    assert w.target() == 100
 
 
 def test_never_below_the_streams() -> None:
@@ -183,3 +179,21 @@ def test_runner_keeps_hosts_in_flight_within_the_window(tmp_path: Path) -> None:
                        options=RackOptions(configure=False, wait_ssh=False, max_parallel=3,
                                            reimage=True, discover=False))
     assert fixed.wave_plan(len(hosts)).ceiling is None
+
+
+class PeerBackend(GatedBackend):
+    """As GatedBackend, where the hosts serve the image to each other."""
+
+    def serves_peers(self, site: Site) -> bool:
+        return True
+
+
+def test_runner_with_peer_serving_opens_the_window_to_the_ceiling(tmp_path: Path) -> None:
+    site = load_site("example")
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    r = RackRunner(site, store, PeerBackend(), open_bmc=None, reporter=Quiet(),
+                   options=RackOptions(configure=False, wait_ssh=False, discover=False))
+    result = r.run(list(site.hosts))
+    assert len(result.ok) == len(site.hosts)
+    assert r.window is not None and r.window.peers
+    assert r.window.target() == r.wave_plan(len(site.hosts)).ceiling
