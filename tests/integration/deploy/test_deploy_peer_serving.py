@@ -198,8 +198,11 @@ def test_a_dead_peer_is_dropped_and_costs_no_image_attempt(
     assert stats.peer_admitted == 1 and b.image_streams == 2
 
 
+@pytest.mark.parametrize("listen", ["127.0.0.1:{port}", "{port}"], ids=["ipv4", "dual-stack"])
 def test_the_peer_cgi_serves_the_image_only_for_a_ticket_bound_to_the_asker(
-        tmp_path: Path, bb: Path) -> None:
+        tmp_path: Path, bb: Path, listen: str) -> None:
+    # the ramdisk's httpd listens on every address (dual stack): busybox then hands the CGI
+    # "[::ffff:127.0.0.1]", which must give the same ticket as the plain address
     disk = tmp_path / "disk"
     disk.write_bytes(IMAGE + b"\x55" * 4096)  # the grown disk holds more than the image
     www = tmp_path / "www/cgi-bin"
@@ -208,7 +211,7 @@ def test_the_peer_cgi_serves_the_image_only_for_a_ticket_bound_to_the_asker(
     env_file = tmp_path / "peer.env"
     env_file.write_text(f"PEER_KEY=secret-key\nPEER_DISK={disk}\nIMAGE_SIZE={len(IMAGE)}\n")
     port = free_port()
-    httpd = subprocess.Popen([str(bb / "httpd"), "-f", "-p", f"127.0.0.1:{port}", "-h",
+    httpd = subprocess.Popen([str(bb / "httpd"), "-f", "-p", listen.format(port=port), "-h",
                               str(tmp_path / "www")], env={"PEER_ENV": str(env_file),
                                                            "PATH": str(bb)})
     try:

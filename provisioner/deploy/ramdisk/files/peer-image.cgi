@@ -6,7 +6,10 @@
 # disk: deploy.sh serves before it grows the partition, while the disk still holds the image.
 # shellcheck disable=SC1090 # written by deploy.sh: PEER_KEY PEER_DISK IMAGE_SIZE
 . "${PEER_ENV:-/tmp/peer/env}"
-addr=${REMOTE_ADDR#::ffff:}
+# busybox httpd listening on every address (IPv4 and IPv6) gives "[::ffff:10.0.0.5]"
+addr=${REMOTE_ADDR#"["}
+addr=${addr%"]"}
+addr=${addr#::ffff:}
 want=$(printf '%s:%s' "$PEER_KEY" "$addr" | sha256sum | cut -d' ' -f1)
 if [ "${REQUEST_METHOD:-}" != GET ] || [ "${QUERY_STRING:-}" != "t=$want" ]; then
   printf 'Status: 403 Forbidden\r\nContent-Type: text/plain\r\n\r\nno valid ticket for %s\n' "$addr"
