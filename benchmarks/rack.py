@@ -311,7 +311,8 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         # a failed attempt's host ends no sooner than the fastest clean attempt after it
         fail_floor_s=max(rack_floor, tail.last_fail_s + tail.min_cycle_s if tail and
                          tail.last_fail_s else 0.0),
-        peer_streams=backend.stats.peer_streams,
+        # streams peers served (off the uplink): the real gate counts them
+        peer_streams=stats.peer_admitted if (stats := backend.stream_stats()) else 0,
         serve_p50_s=statistics.median(serving) if (serving := [
             r.phases["serve"] for r in result.results if "serve" in r.phases]) else 0.0,
     )

@@ -305,7 +305,6 @@ class BackendStats:
     attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # per host, in order
     injected_failures: int = 0
     injected_image_failures: int = 0  # streams that did not verify (streamed again or failed)
-    peer_streams: int = 0  # streams a peer served (off the uplink)
 
 
 class SimulatedBackend(DeployBackend):
@@ -499,8 +498,6 @@ class SimulatedBackend(DeployBackend):
             else:  # host to host at the host link, off the deploy server's uplink
                 image = self.image_bytes * 8 / self.uplink.link_bps
                 self.clock.sleep(image)
-                with self._lock:
-                    self.stats.peer_streams += 1
             times.streamed = self.clock.now
         finally:
             if self._slots is not None:

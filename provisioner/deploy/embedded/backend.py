@@ -469,54 +469,44 @@ class EmbeddedBackend(DeployBackend):
         if report.kind == FAILED:
             raise DeployError(failure_reason(report.log))
 
-        if report.next_boot == KEXEC:
-            return self._kexec_boot(request, session, progress, phases)
+        kexec = report.next_boot == KEXEC
         t = time.monotonic()
-        progress(name, "reboot", "installed; booting from disk")
-        try:
-            bmc.wait_power(PowerState.OFF, left(st.power_off_timeout_s))
-        except ProvisionerError:
-            bmc.power(PowerAction.OFF)  # the ramdisk/installer did not power off by itself
-        bmc.set_boot(BootTarget.DISK)
-        bmc.power(PowerAction.ON)
-        phases["reboot"] = time.monotonic() - t
+        if kexec:  # the ramdisk jumps into the installed kernel: no power action, no POST
+            progress(name, "reboot", "installed; starting the installed OS by kexec")
+        else:
+            progress(name, "reboot", "installed; booting from disk")
+            try:
+                bmc.wait_power(PowerState.OFF, left(st.power_off_timeout_s))
+            except ProvisionerError:
+                bmc.power(PowerAction.OFF)  # the ramdisk/installer did not power off by itself
+            bmc.set_boot(BootTarget.DISK)
+            bmc.power(PowerAction.ON)
+        phases["reboot"] = 0.0 if kexec else time.monotonic() - t
         if st.wait_booted:
             t = time.monotonic()
             progress(name, "firstboot", "waiting for the installed OS to phone home")
-            if session.wait_for((BOOTED,), left(request.timeout_s)) is None:
-                raise DeployError(
-                    "the installed OS did not phone home (cloud-init) in time",
-                    hint="check the host's console: did it boot from the root disk?",
-                )
+            # a kexec'd kernel has no POST to wait for: it phones home within the callback timeout
+            limit = min(st.callback_timeout_s, request.timeout_s) if kexec else request.timeout_s
+            if session.wait_for((BOOTED,), left(limit)) is None:
+                raise self._not_booted(name, kexec)
             phases["firstboot"] = time.monotonic() - t
         return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
 
-    def _kexec_boot(
-        self,
-        request: DeployRequest,
-        session: HostSession,
-        progress: ProgressFn,
-        phases: dict[str, float],
-    ) -> DeployOutcome:
-        """The ramdisk loaded the installed kernel and jumps into it: no power action, no POST;
-        the installed OS's phone-home says it came up."""
+    def _not_booted(self, name: str, kexec: bool) -> DeployError:
+        """Why the installed OS is declared not up; after a kexec, the host's retry reboots."""
+        if not kexec:
+            return DeployError(
+                "the installed OS did not phone home (cloud-init) in time",
+                hint="check the host's console: did it boot from the root disk?",
+            )
         assert self.settings is not None
-        name, st = request.host.name, self.settings
-        progress(name, "reboot", "installed; starting the installed OS by kexec")
-        phases["reboot"] = 0.0
-        if st.wait_booted:
-            t = time.monotonic()
-            progress(name, "firstboot", "waiting for the installed OS to phone home")
-            if session.wait_for((BOOTED,), min(st.callback_timeout_s, request.timeout_s)) is None:
-                with self._lock:
-                    self._no_kexec.add(name)
-                raise DeployError(
-                    f"the installed OS did not phone home within {st.callback_timeout_s:.0f} s "
-                    "of the ramdisk's kexec (settings.embedded.callback_timeout_s)",
-                    hint="check the host's console; its retry boots the disk through the "
-                    "firmware instead (no kexec), or set installed_boot: reboot")
-            phases["firstboot"] = time.monotonic() - t
-        return DeployOutcome(host=name, ok=True, phases=phases, log=self._log_of(session))
+        with self._lock:
+            self._no_kexec.add(name)
+        return DeployError(
+            f"the installed OS did not phone home within {self.settings.callback_timeout_s:.0f} s "
+            "of the ramdisk's kexec (settings.embedded.callback_timeout_s)",
+            hint="check the host's console; its retry boots the disk through the "
+            "firmware instead (no kexec), or set installed_boot: reboot")
 
     # -- tear-down --------------------------------------------------------------------------
     def release(self, request: DeployRequest, *, erase: bool = False) -> None:

@@ -132,7 +132,7 @@ class StreamGate:
                 mean_wait_s=self._wait_total / self._admitted if self._admitted else 0.0,
                 mean_stream_s=self._stream_total / done if done else 0.0,
                 peers=len(self._pool.peers),
-                peer_streams=self._pool.serving_count(),
+                peer_streams=len(self._pool.downloaders()),
                 peer_admitted=self._pool.admitted,
             )
 
@@ -291,14 +291,7 @@ class StreamGate:
         """Whether peer ``key`` serves a host or a host it may serve is waiting (cheap: no need to
         ask whether it may leave); None when ``key`` is not a peer."""
         with self._lock:
-            p = self._pool.peers.get(key)
-            if p is None:
-                return None
-            if p.serving:
-                return True
-            if self._clock() - p.since >= self._pool.serve_max_s:
-                return False  # served its time: it takes nobody new
-            return any(t.peers_ok for t in self._queue.values())
+            return self._pool.busy(key, self._clock(), waiting=self._waiting_for_peers())
 
     def peer_may_leave(self, key: str, pending: int) -> bool:
         """Whether peer ``key`` may stop serving now; if so it is no longer a peer. ``pending``:
@@ -306,9 +299,8 @@ class StreamGate:
         with self._lock:
             now = self._clock()
             self._expire(now)
-            waiting = sum(1 for t in self._queue.values() if t.peers_ok)
-            if not self._pool.may_leave(key, now, waiting=waiting, pending=pending,
-                                        free_server=self.limit - self._in_use()):
+            if not self._pool.may_leave(key, now, waiting=self._waiting_for_peers(),
+                                        pending=pending, free_server=self.limit - self._in_use()):
                 return False
             self._pool.remove(key)
             return True
@@ -324,6 +316,10 @@ class StreamGate:
             return {k: sorted(p.serving) for k, p in self._pool.peers.items()}
 
     # -- inside the lock --------------------------------------------------------------------
+
+    def _waiting_for_peers(self) -> bool:
+        """Whether a queued host may be sent to a peer."""
+        return any(t.peers_ok for t in self._queue.values())
 
     def _in_use(self) -> int:
         return sum(len(v) for v in self._active.values())

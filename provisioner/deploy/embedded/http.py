@@ -47,12 +47,12 @@ from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import (
     FINISHED,
     KINDS,
-    NEXT_BOOTS,
     REBOOT,
     TERMINAL,
     VERIFIED,
     CallbackRefused,
     HostSession,
+    plain_ip,
 )
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
@@ -125,12 +125,6 @@ def _mac_key(value: str) -> str:
     return value.lower().replace("-", ":")
 
 
-def _plain_address(value: str | None) -> str:
-    """A client address in one spelling (IPv4-mapped IPv6 as IPv4)."""
-    v = (value or "").split("%", 1)[0]
-    return v.removeprefix("::ffff:") if v.startswith("::ffff:") and "." in v else v
-
-
 def _ticket_key(host: str | None, address: str | None) -> str:
     # the image URL handed to a host carries ?host=<name>: one ticket per host session even
     # behind NAT; a bare request is keyed by its client address
@@ -197,9 +191,8 @@ class DeployServer:
             if max_image_streams
             else None
         )
-        # peers given: hosts whose image verified serve it (a peer's ticket key -> its URL)
+        # peers given: hosts whose image verified serve it (HostSession.peer_url)
         self.peer_serving = peers is not None and self.gate is not None
-        self._peer_urls: dict[str, str] = {}
         self.static: dict[str, bytes] = {}  # URL path under /static/ -> content
         self._by_host: dict[str, HostSession] = {}
         self._by_mac: dict[str, HostSession] = {}
@@ -242,8 +235,6 @@ class DeployServer:
                 self._by_mac.pop(_mac_key(s.mac), None)
         if self.gate is not None:
             self.gate.forget(_ticket_key(host, None))
-            with self._lock:
-                self._peer_urls.pop(_ticket_key(host, None), None)
 
     def session(self, host: str) -> HostSession:
         """The session of a host being served; NotFound (404) otherwise."""
@@ -385,15 +376,10 @@ class DeployServer:
                 a.waited_s,
             )
             # a held refusal: ask again at once (the ticket keeps its place); else Retry-After
-            return Response(
+            return self._busy(
                 f"all {gate.limit} image streams are busy; queue place {a.position}, "
                 f"retry in {0 if a.held else self.retry_after_s} s\n",
-                status=f"503 {HELD_REASON}" if a.held else 503,
-                mimetype="text/plain",
-                headers={
-                    "Retry-After": "0" if a.held else str(self.retry_after_s),
-                    "Cache-Control": "no-store",
-                },
+                held=a.held,
             )
         if session is not None:
             session.image_admitted()
@@ -422,19 +408,27 @@ class DeployServer:
         """The answer that sends a host to the peer the gate handed it: 307 to the peer's image,
         with a ticket the peer accepts only from this client's address."""
         assert self.gate is not None
-        with self._lock:
-            url = self._peer_urls.get(peer)
-            source = self._by_host.get(peer.removeprefix("host "))
-        if url is None or source is None or source.peer_key is None:
+        source = self._served(peer.removeprefix("host "))
+        if source is None or source.peer_url is None:
             # the peer's deploy ended meanwhile: its next ask drops the peer and finds another
-            return Response("the peer left; ask again\n", status=f"503 {HELD_REASON}",
-                            mimetype="text/plain",
-                            headers={"Retry-After": "0", "Cache-Control": "no-store"})
+            return self._busy("the peer left; ask again\n", held=True)
         log.info("image stream for %s (%s) handed to peer %s after %.0f s in the queue",
                  request.remote_addr, key, source.host, waited_s)
         ticket = source.peer_ticket(request.remote_addr)
-        return Response(status=307, headers={"Location": f"{url}?t={ticket}",
+        return Response(status=307, headers={"Location": f"{source.peer_url}?t={ticket}",
                                              "Cache-Control": "no-store"})
+
+    def _busy(self, text: str, *, held: bool) -> Response:
+        """A 503 for an image request: held (ask again at once) or plain (after Retry-After)."""
+        return Response(
+            text,
+            status=f"503 {HELD_REASON}" if held else 503,
+            mimetype="text/plain",
+            headers={
+                "Retry-After": "0" if held else str(self.retry_after_s),
+                "Cache-Control": "no-store",
+            },
+        )
 
     def _pending(self) -> int:
         """Hosts being deployed that still need the image and are not asking for it now."""
@@ -459,8 +453,6 @@ class DeployServer:
             if time.monotonic() >= deadline or (gone is not None and gone()):
                 return self._text("serve\n")
             time.sleep(PEER_POLL_S)
-        with self._lock:
-            self._peer_urls.pop(key, None)
         log.info("host %s stops serving the image to peers", host)
         return self._text("leave\n")
 
@@ -500,8 +492,6 @@ class DeployServer:
         s.check_token(self._bearer(request))  # before a byte of the body is read
         body = self._read_body(request).decode("utf-8", errors="replace")
         next_boot = request.args.get("next", REBOOT) if kind == FINISHED else REBOOT
-        if next_boot not in NEXT_BOOTS:
-            raise CallbackRefused(400, f"next must be one of {', '.join(NEXT_BOOTS)}")
         s.report(kind, self._bearer(request), body, next_boot=next_boot)
         log.info("host %s reported %s", host, kind)
         if kind == VERIFIED:
@@ -518,10 +508,9 @@ class DeployServer:
         self.gate.peer_done(key)
         if not (self.peer_serving and s.peer_key is not None and request.args.get("serve")):
             return
-        address = s.address or _plain_address(request.remote_addr)
+        address = s.address or plain_ip(request.remote_addr)
         host = f"[{address}]" if ":" in address else address
-        with self._lock:
-            self._peer_urls[key] = f"http://{host}:{s.peer_port}/cgi-bin/image"
+        s.peer_url = f"http://{host}:{s.peer_port}/cgi-bin/image"
         self.gate.add_peer(key, s.locality)
         log.info("host %s serves the image to peers", s.host)
 

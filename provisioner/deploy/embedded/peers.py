@@ -32,7 +32,6 @@ class Peer:
     idle_since: float
     serving: set[str] = field(default_factory=set)  # keys of the hosts downloading from it
     started: dict[str, float] = field(default_factory=dict)  # downloader -> admitted at
-    served: int = 0  # downloads handed to it so far
 
     @property
     def free(self) -> int:
@@ -63,10 +62,6 @@ class PeerPool:
             for downloader in p.serving:
                 self._of.pop(downloader, None)
 
-    def source_of(self, downloader: str) -> str | None:
-        """The peer a host is downloading from, if any."""
-        return self._of.get(downloader)
-
     def free_slots(self, now: float) -> int:
         """Downloads the peers could start now."""
         return sum(p.free for p in self._open(now))
@@ -87,7 +82,6 @@ class PeerPool:
         p = self.peers[peer]
         p.serving.add(downloader)
         p.started[downloader] = now
-        p.served += 1
         self._of[downloader] = peer
         self.admitted += 1
 
@@ -114,29 +108,35 @@ class PeerPool:
                 if now - at > self.stream_ttl_s:
                     self.done(downloader, now)
 
-    def may_leave(self, key: str, now: float, *, waiting: int, pending: int,
+    def busy(self, key: str, now: float, *, waiting: bool) -> bool | None:
+        """Whether peer ``key`` is needed now: it serves a host, or a host it may serve waits
+        (``waiting``) and it has not served its time; None when ``key`` is not a peer."""
+        p = self.peers.get(key)
+        if p is None:
+            return None
+        if p.serving:
+            return True
+        # the gate hands a waiting host the next free peer (held) or at its next ask (polling)
+        return waiting and now - p.since < self.serve_max_s
+
+    def may_leave(self, key: str, now: float, *, waiting: bool, pending: int,
                   free_server: int) -> bool:
         """Whether peer ``key`` may stop serving now (see the module's docstring); True also for
         a key that is not (or no longer) a peer."""
-        p = self.peers.get(key)
-        if p is None:
+        busy = self.busy(key, now, waiting=waiting)
+        if busy is None:
             return True
-        if p.serving:
+        if busy:
             return False
+        p = self.peers[key]
         if now - p.since >= self.serve_max_s:
             return True
-        if waiting > 0:
-            return False  # the gate hands it the next one (held) or at the next ask (polling)
         idle = free_server + self.free_slots(now)
         return idle > pending or now - p.idle_since >= self.linger_s
 
     def downloaders(self) -> list[str]:
         """Keys of the hosts downloading from peers now."""
         return list(self._of)
-
-    def serving_count(self) -> int:
-        """Downloads in progress from peers."""
-        return len(self._of)
 
     def _open(self, now: float) -> Iterator[Peer]:
         """Peers that take new downloads: a free slot, and not past their serving time."""

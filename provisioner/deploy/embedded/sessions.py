@@ -82,6 +82,7 @@ class HostSession:
     # peer serving: the key a peer's ramdisk checks download tickets with, and its port
     peer_key: Secret | None = None
     peer_port: int = 0
+    peer_url: str | None = None  # where it serves its image, once it offered to (verified)
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __repr__(self) -> str:
@@ -94,13 +95,13 @@ class HostSession:
 
     def is_client(self, remote: str | None) -> bool:
         """Whether a request comes from this host's reserved address (any, when unset)."""
-        return self.address is None or _plain_ip(remote) == _plain_ip(self.address)
+        return self.address is None or plain_ip(remote) == plain_ip(self.address)
 
     def peer_ticket(self, client: str | None) -> str:
         """The ticket this host's ramdisk accepts for a download by ``client``: bound to that
         address (the ramdisk hashes its key with the address it sees)."""
         assert self.peer_key is not None
-        return hashlib.sha256(f"{self.peer_key.reveal()}:{_plain_ip(client)}".encode()).hexdigest()
+        return hashlib.sha256(f"{self.peer_key.reveal()}:{plain_ip(client)}".encode()).hexdigest()
 
     def check_client(self, remote: str | None) -> None:
         """Refuse (403) a request for this host's data from any address but its reservation."""
@@ -204,7 +205,7 @@ class HostSession:
                 self.changed.wait(min(left, 1.0))
 
 
-def _plain_ip(value: str | None) -> str:
+def plain_ip(value: str | None) -> str:
     """An address in one spelling (IPv4-mapped IPv6 as IPv4) for comparison."""
     try:
         ip = ipaddress.ip_address((value or "").split("%", 1)[0])
