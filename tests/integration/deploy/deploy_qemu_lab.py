@@ -8,6 +8,7 @@ so this test can run while `provision lab up` is running.
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import subprocess
@@ -23,7 +24,8 @@ LINK_HOST = "198.18.233.1"
 LINK_NS = "198.18.233.2"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """preexec_fn for a VM: it dies with the test process, whatever ends that."""
     import ctypes
 
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -31,6 +33,28 @@ def _die_with_parent() -> None:
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a VM's qemu, then SIGKILL it if it is still there 10 s later."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpio_gz(tree: Path) -> bytes:
+    """A gzipped newc cpio archive of ``tree``: an initramfs."""
+    names = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
+    listing = "\n".join([".", *names]) + "\n"
+    proc = subprocess.run(
+        ["cpio", "-o", "-H", "newc", "--quiet"], cwd=tree, input=listing.encode(),
+        capture_output=True, check=True,
+    )  # fmt: skip
+    return gzip.compress(proc.stdout)
 
 
 @dataclass
@@ -106,20 +130,14 @@ class QemuVM:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
 
 

@@ -10,7 +10,6 @@ does and runs the script instead of the deploy. The disk must come out byte for 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from deploy_qemu_lab import cpio_gz
 
 from provisioner.deploy.images import builder as images
 from provisioner.deploy.ramdisk import Ramdisk, build_ramdisk
@@ -60,16 +60,6 @@ SECOND = """#!/bin/busybox sh
 """
 
 
-def _cpio(tree: Path) -> bytes:
-    names = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
-    listing = "\n".join([".", *names]) + "\n"
-    proc = subprocess.run(
-        ["cpio", "-o", "-H", "newc", "--quiet"], cwd=tree, input=listing.encode(),
-        capture_output=True, check=True,
-    )  # fmt: skip
-    return gzip.compress(proc.stdout)
-
-
 @pytest.fixture(scope="module")
 def ramdisk() -> Ramdisk:
     missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -92,7 +82,7 @@ def _installed_root(tmp: Path, rd: Ramdisk) -> Path:
     (root / "etc").mkdir()
     (root / "etc/os-release").write_text("ID=debian\n")
     shutil.copy(rd.kernel, root / f"boot/vmlinuz-{rd.kernel_version}")
-    (root / f"boot/initrd.img-{rd.kernel_version}").write_bytes(_cpio(tiny))
+    (root / f"boot/initrd.img-{rd.kernel_version}").write_bytes(cpio_gz(tiny))
     return root
 
 
@@ -103,7 +93,7 @@ def _boot(tmp: Path, rd: Ramdisk, disk: Path) -> str:
     (harness / "init").chmod(0o755)
     initrd = tmp / "initrd.img"
     # a second archive after the ramdisk's: its /init replaces the deploy's
-    initrd.write_bytes(rd.initrd.read_bytes() + _cpio(harness))
+    initrd.write_bytes(rd.initrd.read_bytes() + cpio_gz(harness))
     before = hashlib.sha256(disk.read_bytes()).hexdigest()
     proc = subprocess.run(
         ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "1024", "-smp", "2",

@@ -24,14 +24,12 @@ kexec'd kernel ran.
 from __future__ import annotations
 
 import ctypes
-import gzip
 import hashlib
 import json
 import logging
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -42,6 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from deploy_qemu_lab import cpio_gz, die_with_parent, sh, stop_process
 from netaddr import IPAddress, IPNetwork
 
 from provisioner.deploy import cloudinit
@@ -78,14 +77,6 @@ INSTALLED_INIT = f"""#!/bin/busybox sh
 _CLONE_NEWNET = 0x40000000
 
 
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, check=check)
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 @pytest.fixture(scope="module")
 def ramdisk() -> Ramdisk:
     if os.geteuid() != 0:
@@ -99,16 +90,6 @@ def ramdisk() -> Ramdisk:
 
 
 # -- the image ------------------------------------------------------------------------------
-
-
-def _cpio(tree: Path) -> bytes:
-    names = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
-    listing = "\n".join([".", *names]) + "\n"
-    proc = subprocess.run(
-        ["cpio", "-o", "-H", "newc", "--quiet"], cwd=tree, input=listing.encode(),
-        capture_output=True, check=True,
-    )  # fmt: skip
-    return gzip.compress(proc.stdout)
 
 
 @dataclass(frozen=True)
@@ -133,7 +114,7 @@ def _build_image(tmp: Path, rd: Ramdisk, monkeypatch: pytest.MonkeyPatch) -> Ima
     kernels = tmp / "kernels"  # what _boot_partition copies to /boot
     (kernels / "boot").mkdir(parents=True)
     shutil.copy(rd.kernel, kernels / f"boot/vmlinuz-{kver}")
-    (kernels / f"boot/initrd.img-{kver}").write_bytes(_cpio(tiny))
+    (kernels / f"boot/initrd.img-{kver}").write_bytes(cpio_gz(tiny))
     root = tmp / "rootfs"
     (root / "etc").mkdir(parents=True)
     (root / "etc/os-release").write_text("ID=debian\nNAME=peer-test\n")
@@ -246,19 +227,13 @@ class VM:
             "-device", f"virtio-blk-pci,drive=d1,serial={self.root_serial}",
         ]  # fmt: skip
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                     stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def log(self) -> str:
         if not self.console.exists():
