@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ramdisk_rig import busybox_bin
 
 from provisioner.deploy.ramdisk import FILES
 
@@ -65,11 +66,7 @@ def rig(tmp_path: Path) -> dict[str, Path]:
     busybox = shutil.which("busybox")
     if busybox is None:
         pytest.skip("busybox not installed")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout
-    for applet in applets.split():
-        (bindir / applet).symlink_to(busybox)
+    bindir = busybox_bin(busybox, tmp_path / "bin")
     for name, text in (("kexec", RECORDER), ("blkid", BLKID)):
         (bindir / name).write_text(text)
         (bindir / name).chmod(0o755)

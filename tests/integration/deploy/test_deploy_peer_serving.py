@@ -16,17 +16,16 @@ The test image has no partition table, so each deploy ends, after serving, in th
 from __future__ import annotations
 
 import hashlib
-import shlex
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ramdisk_rig import busybox_bin, start_deploy, wait_until
 
 from provisioner.deploy.embedded.http import DeployServer
 from provisioner.deploy.embedded.peers import PeerPool
@@ -48,11 +47,7 @@ def bb(tmp_path: Path) -> Path:
     """A directory of busybox applets (the ramdisk's userland)."""
     busybox = shutil.which("busybox")
     assert busybox, "busybox-static is installed by scripts/install-deps (scripts/deps)"
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True)
-    for applet in applets.stdout.split():
-        (bindir / applet).symlink_to(busybox)
+    bindir = busybox_bin(busybox, tmp_path / "bin")
     (tmp_path / "image.raw").write_bytes(IMAGE)
     return bindir
 
@@ -72,58 +67,17 @@ def start_host(tmp: Path, bb: Path, server: DeployServer, host: str,
                rack: str = "r1") -> tuple[HostSession, subprocess.Popen[str], Path]:
     """deploy.sh for ``host`` on its own fake root disk, serving peers on a port of its own."""
     root = tmp / host
-    sysd = root / "sys/block/vdz"
-    (sysd / "device").mkdir(parents=True)
-    (sysd / "size").write_text(str(8 << 11) + "\n")
-    (sysd / "serial").write_text("ROOT-1\n")
-    (root / "dev").mkdir()
-    (root / "dev/vdz").write_bytes(b"\xaa" * (3 << 20))
-    (root / "work").mkdir()
     base = f"http://127.0.0.1:{server.port}"
     session = HostSession(host=host, mac="52:54:00:00:00:01", method="image", ipxe_script="",
                           locality=rack, peer_key=Secret("k-" + host), peer_port=free_port())
-    server.register(session)
-    env = {
-        "DEPLOY_TOKEN": session.token.reveal(),
-        "CALLBACK_URL": f"{base}/callback/{host}",
-        "IMAGE_URL": f"{base}/files/images/test.raw?host={host}",
-        "IMAGE_SHA256": hashlib.sha256(IMAGE).hexdigest(),
+    proc = start_deploy(bb, server, session, root, hashlib.sha256(IMAGE).hexdigest(), conf={
         "IMAGE_SIZE": str(len(IMAGE)),
-        "ROOT_PART": "",
-        "SEED_URL": f"{base}/deploy/{host}/seed",
-        "HINT_ARGS": "--serial ROOT-1",
-        "IMAGE_RETRY_S": "1",
         "PEER_PORT": str(session.peer_port),
         "PEER_KEY": "k-" + host,
         "PEER_URL": f"{base}/deploy/{host}/peer",
         "PEER_MAX_S": "60",
-    }
-    conf = root / "deploy.env"
-    conf.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
-    proc = subprocess.Popen(
-        [str(bb / "sh"), str(FILES / "deploy.sh"), str(conf)],
-        env={
-            "PATH": f"{bb}:/usr/sbin:/usr/bin:/sbin:/bin",
-            "DEVDIR": str(root / "dev"),
-            "SYSFS": str(root / "sys"),
-            "TMPDIR": str(root / "work"),
-            "DEPLOY_LOG": str(root / "work/deploy.log"),
-            "PICK_DISK": str(FILES / "pick-disk.sh"),
-            "PEER_CGI": str(FILES / "peer-image.cgi"),
-            "PEER_BIND": "127.0.0.1",
-            "DEPLOY_NO_SHELL": "1",
-        },
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    }, env={"PEER_CGI": str(FILES / "peer-image.cgi"), "PEER_BIND": "127.0.0.1"})
     return session, proc, root
-
-
-def wait_until(cond: object, what: str, limit_s: float = 60.0) -> None:
-    # polls for a state reached asynchronously; the limit only stops a hung test
-    deadline = time.monotonic() + limit_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def finish(proc: subprocess.Popen[str]) -> str:

@@ -12,12 +12,12 @@ import logging
 import shlex
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ramdisk_rig import busybox_bin, start_deploy, wait_until
 
 from provisioner.deploy.embedded.gate import Admission
 from provisioner.deploy.embedded.http import DeployServer
@@ -32,13 +32,9 @@ IMAGE = bytes(range(256)) * 8192  # 2 MiB, no partition table
 def rig(tmp_path: Path) -> Iterator[dict]:
     if shutil.which("busybox") is None:
         pytest.skip("busybox not installed")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     busybox = shutil.which("busybox")
     assert busybox
-    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout
-    for applet in applets.split():
-        (bindir / applet).symlink_to(busybox)
+    bindir = busybox_bin(busybox, tmp_path / "bin")
     for d, serial in (("vdy", "DATA-1"), ("vdz", "ROOT-1")):
         sysd = tmp_path / "sys/block" / d
         (sysd / "device").mkdir(parents=True)
@@ -134,55 +130,10 @@ def test_verified_image_is_written_to_the_hinted_disk_only(rig: dict) -> None:
 def gated_host(rig: dict, server: DeployServer, host: str, extra: dict[str, str]) -> tuple[HostSession, subprocess.Popen[str], Path]:
     """Start deploy.sh for ``host`` on its own fake disks against ``server`` (not waited for)."""
     root: Path = rig["tmp"] / host
-    for d, serial in (("vdz", "ROOT-1"),):
-        sysd = root / "sys/block" / d
-        (sysd / "device").mkdir(parents=True)
-        (sysd / "size").write_text(str(8 << 11) + "\n")
-        (sysd / "serial").write_text(serial + "\n")
-    (root / "dev").mkdir()
-    (root / "dev/vdz").write_bytes(b"\xaa" * (3 << 20))
-    (root / "work").mkdir()
-    base = f"http://127.0.0.1:{server.port}"
     session = HostSession(host=host, mac="52:54:00:00:00:01", method="image", ipxe_script="")
-    server.register(session)
-    env = {
-        "DEPLOY_TOKEN": session.token.reveal(),
-        "CALLBACK_URL": f"{base}/callback/{host}",
-        "IMAGE_URL": f"{base}/files/images/test.raw?host={host}",
-        "IMAGE_SHA256": hashlib.sha256(IMAGE).hexdigest(),
-        "ROOT_PART": "",
-        "SEED_URL": f"{base}/deploy/{host}/seed",
-        "HINT_ARGS": "--serial ROOT-1",
-        "IMAGE_RETRY_S": "1",
-        **extra,
-    }
-    conf = root / "deploy.env"
-    conf.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
-    proc = subprocess.Popen(
-        [str(rig["bin"] / "sh"), str(FILES / "deploy.sh"), str(conf)],
-        env={
-            "PATH": f"{rig['bin']}:/usr/sbin:/usr/bin:/sbin:/bin",
-            "DEVDIR": str(root / "dev"),
-            "SYSFS": str(root / "sys"),
-            "TMPDIR": str(root / "work"),
-            "DEPLOY_LOG": str(root / "work/deploy.log"),
-            "PICK_DISK": str(FILES / "pick-disk.sh"),
-            "DEPLOY_NO_SHELL": "1",
-        },
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_deploy(rig["bin"], server, session, root, hashlib.sha256(IMAGE).hexdigest(),
+                        conf=extra)
     return session, proc, root
-
-
-def wait_until(cond: object, what: str, limit_s: float = 60.0) -> None:
-    # polls for a state reached asynchronously; the limit only stops a hung test
-    deadline = time.monotonic() + limit_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def gated_server(rig: dict, hold_s: float) -> DeployServer:
