@@ -6,7 +6,7 @@
 # Only the chosen disk is written: data disks are never touched.
 set -u
 # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 IMAGE_SIZE ROOT_PART SEED_URL HINT_ARGS
-# IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL NEXT_BOOT
+# IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL PEER_MAX_S NEXT_BOOT
 . "$1"
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
