@@ -13,11 +13,11 @@ from typing import IO, TYPE_CHECKING, BinaryIO
 from urllib.parse import quote, urlsplit
 
 import requests
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from provisioner.exceptions import InputError, NotReady
 from provisioner.inventory.spec import FirmwareImage, FirmwareServerSettings
+from provisioner.serving import GuardedServer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -104,7 +104,7 @@ def serve_images(settings: FirmwareServerSettings, cache: ImageCache) -> Iterato
     port = urlsplit(settings.url).port or 80
     server = ImageServer(settings, cache)
     try:
-        httpd = make_server(settings.listen, port, server, threaded=True)
+        httpd = GuardedServer(settings.listen, port, server)
     except OSError as exc:
         raise NotReady(f"cannot serve firmware images on {settings.listen}:{port}: {exc}",
                        hint="free the port or change settings.firmware_server.url") from exc

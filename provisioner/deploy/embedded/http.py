@@ -36,7 +36,6 @@ from werkzeug.exceptions import (
     RequestURITooLarge,
 )
 from werkzeug.routing import Map, Rule
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.utils import send_file
 from werkzeug.wrappers import Request, Response
 from werkzeug.wsgi import ClosingIterator
@@ -56,6 +55,7 @@ from provisioner.deploy.embedded.sessions import (
 )
 from provisioner.deploy.embedded.stream_progress import counted
 from provisioner.exceptions import DeployError
+from provisioner.serving import GuardedHandler, GuardedServer, client_gone
 from provisioner.settings.embedded import DEFAULT_IMAGE_HOLD_S, DEFAULT_MAX_HOSTS_IN_FLIGHT
 
 log = logging.getLogger("provisioner.deploy.http")
@@ -76,6 +76,11 @@ HELD_REASON = "Stream Queue Hold Expired"
 PEER_POLL_S = 0.5  # a peer's long poll looks again this often whether it may leave
 
 
+def connections_for(hosts: int) -> int:
+    """Connections the server takes at once for ``hosts`` in flight (and the operator's own)."""
+    return 4 * hosts + 64
+
+
 def redact_path(path: str) -> str:
     """A request path safe to log: tokens and keys replaced by ``***``, and cut short."""
     path = path.split("?", 1)[0]
@@ -83,23 +88,9 @@ def redact_path(path: str) -> str:
     return path if len(path) <= _LOGGED_PATH else path[:_LOGGED_PATH] + "..."
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """werkzeug's handler, logging through our logger without tokens.
-
-    A client gets HEADER_TIMEOUT_S for its request line and headers, so connections opened and
-    left silent (or trickled into) do not pin the server's threads; once the request is read
-    the socket has no timeout again, as werkzeug has it (image streams can stall on a disk).
-    """
-
-    header_timeout_s: float = 30.0
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(self.header_timeout_s)
-
-    def run_wsgi(self) -> None:
-        self.connection.settimeout(None)
-        super().run_wsgi()
+class _QuietHandler(GuardedHandler):
+    """The guarded handler (provisioner/serving.py), logging through our logger without
+    tokens."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         # busy-stream 503s come every second from each waiting host: the gate logs them
@@ -144,21 +135,9 @@ def _then(body: Iterable[bytes], done: Callable[[], None]) -> Iterator[bytes]:
 
 
 def _client_gone(environ: dict[str, Any]) -> Callable[[], bool] | None:
-    """A check that the client of a held request closed its connection (it sends nothing
-    while it waits for the response, so readable means EOF or a reset)."""
+    """A check that the client of a held request closed its connection."""
     sock = environ.get("werkzeug.socket")
-    if not isinstance(sock, socket.socket):
-        return None
-
-    def gone() -> bool:
-        try:
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-
-    return gone
+    return client_gone(sock) if isinstance(sock, socket.socket) else None
 
 
 class DeployServer:
@@ -175,6 +154,7 @@ class DeployServer:
         hold_s: float = IMAGE_HOLD_S,
         max_held: int = DEFAULT_MAX_HOSTS_IN_FLIGHT,
         peers: PeerPool | None = None,
+        max_connections: int | None = None,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -183,6 +163,9 @@ class DeployServer:
         self.gated_files: set[str] = set()  # names in ``files`` whose GETs take an image stream
         self.retry_after_s = retry_after_s
         self.hold_s = hold_s  # 0: no long poll, every busy answer is an immediate 503
+        # connections served at once: a host in flight holds at most an image request, a
+        # peer's poll, a callback and a log upload; beyond it, a 503 without a thread
+        self.max_connections = max_connections or connections_for(max_held)
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
@@ -197,7 +180,7 @@ class DeployServer:
         self._by_host: dict[str, HostSession] = {}
         self._by_mac: dict[str, HostSession] = {}
         self._lock = threading.Lock()
-        self._server: BaseWSGIServer | None = None
+        self._server: GuardedServer | None = None
         self._thread: threading.Thread | None = None
         self._map = Map(
             [
@@ -523,10 +506,9 @@ class DeployServer:
     def start(self) -> None:
         """Listen and serve in a daemon thread."""
         try:
-            self._server = make_server(
-                self.bind, self.port, self.wsgi, threaded=True, request_handler=_QuietHandler
-            )
-        except (OSError, SystemExit) as exc:  # werkzeug exits on a bind error, after printing it
+            self._server = GuardedServer(self.bind, self.port, self.wsgi, _QuietHandler,
+                                         max_connections=self.max_connections, logger=log)
+        except OSError as exc:
             raise DeployError(
                 f"deploy HTTP server cannot listen on {self.bind}:{self.port}",
                 hint=(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -220,6 +221,32 @@ def test_a_silent_connection_is_closed_after_the_header_timeout(server, monkeypa
     # a complete request is still served
     r = requests.get(url(server, "/ipxe/boot.ipxe"), timeout=5)
     assert r.status_code == 200 and r.text.startswith("#!ipxe")
+
+
+def test_a_connection_flood_is_refused_and_the_host_is_served_after_it(monkeypatch, caplog):
+    from provisioner.deploy.embedded import http as deploy_http
+
+    monkeypatch.setattr(deploy_http._QuietHandler, "header_timeout_s", 0.5)
+    caplog.set_level(logging.INFO, logger="provisioner.deploy.http")
+    srv = DeployServer(bind="127.0.0.1", port=0, public_url="http://198.18.254.1:8080",
+                       max_connections=8)
+    srv.start()
+    try:
+        flood = [socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+                 for _ in range(8)]
+        time.sleep(0.2)
+        refused = requests.get(url(srv, "/ipxe/boot.ipxe"), timeout=5)
+        assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+        for sock in flood:  # the server closes each at its header deadline
+            assert sock.recv(1024) == b""
+            sock.close()
+        time.sleep(0.2)
+        r = requests.get(url(srv, "/ipxe/boot.ipxe"), timeout=5)
+        assert r.status_code == 200 and r.text.startswith("#!ipxe")
+    finally:
+        srv.stop()
+    assert any("refused 1 connection(s): 8 at once" in r.getMessage() for r in caplog.records)
+    assert not any(r.exc_info for r in caplog.records)
 
 
 # -- peer serving ------------------------------------------------------------------------------
