@@ -180,6 +180,8 @@ class DeployServer:
         self._by_host: dict[str, HostSession] = {}
         self._by_mac: dict[str, HostSession] = {}
         self._lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending_memo = (0, -PEER_POLL_S)  # (count, when): see _pending
         self._server: GuardedServer | None = None
         self._thread: threading.Thread | None = None
         self._map = Map(
@@ -414,13 +416,23 @@ class DeployServer:
         )
 
     def _pending(self) -> int:
-        """Hosts being deployed that still need the image and are not asking for it now."""
+        """Hosts being deployed that still need the image and are not asking for it now.
+
+        Counted over every session at most once per half poll interval, whatever the number
+        of idle peers asking: 400 idle peers would otherwise walk 512 sessions 800 times a
+        second."""
         assert self.gate is not None
-        asking = self.gate.asking()
-        with self._lock:
-            return sum(1 for h, s in self._by_host.items()
-                       if s.method == "image" and not (s.reports.keys() & {VERIFIED, *TERMINAL})
-                       and _ticket_key(h, None) not in asking)
+        with self._pending_lock:
+            count, at = self._pending_memo
+            if time.monotonic() - at < PEER_POLL_S / 2:
+                return count
+            asking = self.gate.asking()
+            with self._lock:
+                count = sum(1 for h, s in self._by_host.items()
+                            if s.method == "image" and not (s.reports.keys() & {VERIFIED, *TERMINAL})
+                            and _ticket_key(h, None) not in asking)
+            self._pending_memo = (count, time.monotonic())
+            return count
 
     def _on_peer(self, request: Request, host: str) -> Response:
         """A peer's long poll: "serve" while the gate wants it to (ask again), then "leave"."""

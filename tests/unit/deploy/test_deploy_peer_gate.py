@@ -153,3 +153,32 @@ def test_a_waiting_host_keeps_an_idle_peer_and_serving_time_is_bounded() -> None
     assert gate.peer_busy("p") is False  # x waits, but p has served its time
     assert gate.peer_may_leave("p", pending=9)
     assert gate.peer_busy("p") is None
+
+
+def test_idle_peers_polling_together_count_the_sessions_once_per_interval(monkeypatch) -> None:
+    from provisioner.deploy.embedded import http as deploy_http
+    from provisioner.deploy.embedded.http import DeployServer
+    from provisioner.deploy.embedded.sessions import HostSession
+
+    server = DeployServer(bind="127.0.0.1", port=0, public_url="", max_image_streams=2,
+                          peers=PeerPool())
+    for i in range(3):
+        server.register(HostSession(host=f"h{i}", mac=f"52:54:00:00:00:0{i}", method="image",
+                                    ipxe_script=""))
+    assert server.gate is not None
+    walks = 0
+    asking = server.gate.asking
+
+    def counted() -> set[str]:
+        nonlocal walks
+        walks += 1
+        return asking()
+
+    monkeypatch.setattr(server.gate, "asking", counted)
+    now = [1000.0]
+    monkeypatch.setattr(deploy_http.time, "monotonic", lambda: now[0])
+    assert [server._pending() for _ in range(400)] == [3] * 400  # 400 idle peers, one poll each
+    assert walks == 1
+    server.unregister("h0")
+    now[0] += deploy_http.PEER_POLL_S / 2  # the next poll round sees the change
+    assert server._pending() == 2 and walks == 2
