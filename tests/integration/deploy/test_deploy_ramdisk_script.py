@@ -285,3 +285,41 @@ def test_a_corrupt_stream_is_streamed_again_and_then_verifies(
     # the server sent two whole streams, then the host's "verified" report confirmed the second
     assert sent == [1, 2, 2] and session.image_streams == 2 and session.image_sent_at is not None
     assert VERIFIED in session.reports
+
+
+def _refusing(monkeypatch: pytest.MonkeyPatch, kind: str, status: int, times: int) -> list[int]:
+    """The server answers ``status`` to the first ``times`` reports of ``kind``; returns the
+    statuses it answered, one per report that reached it."""
+    from provisioner.deploy.embedded.sessions import CallbackRefused
+
+    answered: list[int] = []
+    real = HostSession.report
+
+    def report(self: HostSession, k: str, *args: Any, **kwargs: Any) -> None:
+        if k == kind and len(answered) < times:
+            answered.append(status)
+            raise CallbackRefused(status, "refused by the test")
+        if k == kind:
+            answered.append(200)
+        real(self, k, *args, **kwargs)
+
+    monkeypatch.setattr(HostSession, "report", report)
+    return answered
+
+
+def test_a_report_refused_with_503_is_sent_again(rig: dict,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # stand-in for the server's connection limit, or any passing server error
+    answered = _refusing(monkeypatch, START, 503, times=2)
+    session, proc = run_deploy(rig, sha=hashlib.sha256(IMAGE).hexdigest(), hint="--serial ROOT-1")
+    assert answered == [503, 503, 200], proc.stdout
+    assert START in session.reports and "callback started failed" not in proc.stdout
+
+
+def test_a_report_refused_with_4xx_is_not_sent_again(rig: dict,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    answered = _refusing(monkeypatch, START, 409, times=5)
+    session, proc = run_deploy(rig, sha=hashlib.sha256(IMAGE).hexdigest(), hint="--serial ROOT-1")
+    assert answered == [409], proc.stdout  # a replay or a bad token: asking again cannot help
+    assert "callback started failed: " in proc.stdout and "409" in proc.stdout
+    assert START not in session.reports and FAILED in session.reports  # the deploy went on

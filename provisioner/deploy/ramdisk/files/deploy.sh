@@ -7,6 +7,7 @@
 set -u
 # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 IMAGE_SIZE ROOT_PART SEED_URL HINT_ARGS
 # IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL PEER_MAX_S NEXT_BOOT
+# POST_TRIES
 . "$1"
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
@@ -14,9 +15,20 @@ TMP=${TMPDIR:-/tmp}
 SYS=${SYSFS:-/sys}
 : > "$LOG"
 log() { echo "deploy: $*" | tee -a "$LOG"; }
+# A lost report costs the host a whole attempt (the server waits callback_timeout_s, then a
+# power cycle and a POST): a broken connection or a 5xx (the server's connection limit) is tried
+# again, up to POST_TRIES times over about 15 s; a 4xx answer (a replay, a bad token) is final.
 post() {
-  wget -q -O /dev/null --header "Authorization: Bearer $DEPLOY_TOKEN" --post-file "$2" \
-    "$CALLBACK_URL/$1" || echo "deploy: callback $1 failed"
+  tries=0
+  until wget -q -S -O /dev/null --header "Authorization: Bearer $DEPLOY_TOKEN" \
+      --post-file "$2" "$CALLBACK_URL/$1" 2>"$TMP/post.err"; do
+    tries=$((tries + 1))
+    if grep -q '^ *HTTP/[0-9.]* 4' "$TMP/post.err" || [ "$tries" -ge "${POST_TRIES:-6}" ]; then
+      echo "deploy: callback $1 failed: $(grep -m1 '^ *HTTP/' "$TMP/post.err" || tail -1 "$TMP/post.err")"
+      return 0
+    fi
+    sleep "$tries"
+  done
 }
 fail() {
   log "FAILED: $*"
