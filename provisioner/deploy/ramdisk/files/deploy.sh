@@ -7,7 +7,7 @@
 set -u
 # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 IMAGE_SIZE ROOT_PART SEED_URL HINT_ARGS
 # IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL PEER_MAX_S NEXT_BOOT
-# POST_TRIES
+# POST_TRIES (tries of a report or a seed document, default 6)
 . "$1"
 LOG=${DEPLOY_LOG:-/tmp/deploy.log}
 DEV=${DEVDIR:-/dev}   # overridable, like pick-disk.sh's, so tests can run this on a fake disk
@@ -15,20 +15,26 @@ TMP=${TMPDIR:-/tmp}
 SYS=${SYSFS:-/sys}
 : > "$LOG"
 log() { echo "deploy: $*" | tee -a "$LOG"; }
-# A lost report costs the host a whole attempt (the server waits callback_timeout_s, then a
-# power cycle and a POST): a broken connection or a 5xx (the server's connection limit) is tried
-# again, up to POST_TRIES times over about 15 s; a 4xx answer (a replay, a bad token) is final.
-post() {
-  tries=0
-  until wget -q -S -O /dev/null --header "Authorization: Bearer $DEPLOY_TOKEN" \
-      --post-file "$2" "$CALLBACK_URL/$1" 2>"$TMP/post.err"; do
-    tries=$((tries + 1))
-    if grep -q '^ *HTTP/[0-9.]* 4' "$TMP/post.err" || [ "$tries" -ge "${POST_TRIES:-6}" ]; then
-      echo "deploy: callback $1 failed: $(grep -m1 '^ *HTTP/' "$TMP/post.err" || tail -1 "$TMP/post.err")"
-      return 0
+# ask OUT URL [WGET-ARGS]: a request to the server with the token. A lost report or seed costs
+# the host a whole attempt (the server waits callback_timeout_s, then a power cycle and a POST):
+# a broken connection or a 5xx (the server's connection limit) is tried again, up to POST_TRIES
+# times over about 15 s; a 4xx answer (a replay, a bad token) is final.
+ask() {
+  ask_out=$1 ask_url=$2
+  shift 2
+  asks=0
+  until wget -q -S -O "$ask_out" --header "Authorization: Bearer $DEPLOY_TOKEN" "$@" "$ask_url" \
+      2>"$TMP/ask.err"; do
+    asks=$((asks + 1))
+    if grep -q '^ *HTTP/[0-9.]* 4' "$TMP/ask.err" || [ "$asks" -ge "${POST_TRIES:-6}" ]; then
+      return 1
     fi
-    sleep "$tries"
+    sleep "$asks"
   done
+}
+asked() { grep -m1 '^ *HTTP/' "$TMP/ask.err" || tail -1 "$TMP/ask.err"; }  # why ask failed
+post() {
+  ask /dev/null "$CALLBACK_URL/$1" --post-file "$2" || echo "deploy: callback $1 failed: $(asked)"
 }
 fail() {
   log "FAILED: $*"
@@ -203,8 +209,8 @@ mount -t "$fstype" "$root" /mnt || fail "mounting $root failed"
 seed=/mnt/var/lib/cloud/seed/nocloud
 mkdir -p "$seed"
 for f in meta-data user-data network-config; do
-  wget -q -O "$seed/$f" --header "Authorization: Bearer $DEPLOY_TOKEN" "$SEED_URL/$f" \
-    || { umount /mnt; fail "fetching the cloud-init seed $f failed"; }
+  ask "$seed/$f" "$SEED_URL/$f" \
+    || { umount /mnt; fail "fetching the cloud-init seed $f failed: $(asked)"; }
 done
 chmod 600 "$seed/user-data"
 umount /mnt || fail "unmounting $root failed"
