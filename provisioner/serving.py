@@ -8,6 +8,7 @@ the peer likes; here:
   trickles a byte at a time is cut as surely as a silent one);
 - once the request is read, a socket that moves no byte either way for ``stall_timeout_s`` is
   dropped (an image stream whose reader stopped gives its thread and its stream back);
+- an error inside the application is logged as one line, its exception's type alone;
 - a port that cannot be bound raises ``OSError`` (werkzeug would print and exit);
 - at most ``max_connections`` connections are served at once; one beyond gets a ``503`` with
   ``Retry-After`` and is closed without a thread, and the refusals are logged once per
@@ -20,6 +21,7 @@ import io
 import logging
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -142,9 +144,22 @@ class GuardedServer(ThreadedWSGIServer):
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # socketserver prints a traceback to stderr; one line in the log says enough
-        self._log.warning("connection from %s failed", _address(client_address),
-                          exc_info=self._log.isEnabledFor(logging.DEBUG))
+        # socketserver prints a traceback to stderr; one line says enough, and only the
+        # exception's type: its text may quote a request line and a token in it
+        kind = sys.exc_info()[0]
+        self._log.warning("connection from %s failed (%s)", _address(client_address),
+                          kind.__name__ if kind else "unknown error")
+
+    def log(self, type: str, message: str, *args: Any) -> None:
+        # werkzeug logs an application error as a whole traceback: the exception's type is
+        # kept, its text (which may quote a path with a token in it) is not
+        text = message % args if args else message
+        if type == "error":
+            last = text.strip().splitlines()[-1] if text.strip() else ""
+            self._log.error("a request failed inside the server (%s); its client got a 500",
+                            last.split(":", 1)[0][:80] or "unknown error")
+        else:
+            self._log.info("%s", text[:200])
 
     def _refuse(self, request: socket.socket) -> None:
         """A 503 and a close, from the accepting thread: never a wait on the client."""

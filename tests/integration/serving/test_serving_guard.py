@@ -24,6 +24,8 @@ def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
     if path == "/big":
         start_response("200 OK", [("Content-Length", str(BIG))])
         return (b"x" * (1024 * 1024) for _ in range(BIG // (1024 * 1024)))
+    if path == "/boom":
+        raise ValueError("the token s3cr3t-t0ken in a message")
     if path == "/hold":  # an answer that takes a while: a long poll
         time.sleep(float(environ.get("QUERY_STRING") or 1))
     start_response("200 OK", [("Content-Type", "text/plain")])
@@ -168,3 +170,17 @@ def test_client_gone_sees_a_closed_client_without_waiting() -> None:
     assert gone() is True
     assert time.monotonic() - start < 1
     a.close()
+
+
+def test_an_application_error_is_one_log_line_without_its_text(
+    server: GuardedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    assert get(server, "/boom").status_code == 500
+    assert get(server).text == "ok\n"
+    deadline = time.monotonic() + 5  # logged by the server's thread after the answer went out
+    while "failed inside" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = caplog.text
+    assert "s3cr3t-t0ken" not in text and "Traceback" not in text
+    assert "a request failed inside the server (ValueError)" in text
