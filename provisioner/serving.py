@@ -143,23 +143,19 @@ class GuardedServer(ThreadedWSGIServer):
         finally:
             self._slots.release()
 
+    # Both calls below come from inside an `except`: socketserver would print a traceback to
+    # stderr and werkzeug log one; one line naming the exception's type says enough, and its
+    # text may quote a request line with a token in it.
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # socketserver prints a traceback to stderr; one line says enough, and only the
-        # exception's type: its text may quote a request line and a token in it
-        kind = sys.exc_info()[0]
         self._log.warning("connection from %s failed (%s)", _address(client_address),
-                          kind.__name__ if kind else "unknown error")
+                          _exception_name())
 
     def log(self, type: str, message: str, *args: Any) -> None:
-        # werkzeug logs an application error as a whole traceback: the exception's type is
-        # kept, its text (which may quote a path with a token in it) is not
-        text = message % args if args else message
-        if type == "error":
-            last = text.strip().splitlines()[-1] if text.strip() else ""
+        if type == "error":  # werkzeug: an application error, its client got a 500
             self._log.error("a request failed inside the server (%s); its client got a 500",
-                            last.split(":", 1)[0][:80] or "unknown error")
+                            _exception_name())
         else:
-            self._log.info("%s", text[:200])
+            self._log.info("%s", (message % args if args else message)[:200])
 
     def _refuse(self, request: socket.socket) -> None:
         """A 503 and a close, from the accepting thread: never a wait on the client."""
@@ -176,6 +172,12 @@ class GuardedServer(ThreadedWSGIServer):
                 "refused %d connection(s): %d at once is this server's limit",
                 self.refused - self._logged_count, self.max_connections)
             self._logged_at, self._logged_count = now, self.refused
+
+
+def _exception_name() -> str:
+    """The type of the exception being handled, without its text."""
+    kind = sys.exc_info()[0]
+    return kind.__name__ if kind else "unknown error"
 
 
 def _address(client_address: Any) -> str:
