@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -55,6 +56,17 @@ def cpio_gz(tree: Path) -> bytes:
         capture_output=True, check=True,
     )  # fmt: skip
     return gzip.compress(proc.stdout)
+
+
+def busybox_initrd(tree: Path, init: str) -> bytes:
+    """An initramfs of busybox alone (made under ``tree``) whose /init is the script ``init``."""
+    busybox = shutil.which("busybox")
+    assert busybox, "busybox not installed"
+    (tree / "bin").mkdir(parents=True)
+    shutil.copy(busybox, tree / "bin/busybox")
+    (tree / "init").write_text(init)
+    (tree / "init").chmod(0o755)
+    return cpio_gz(tree)
 
 
 @dataclass

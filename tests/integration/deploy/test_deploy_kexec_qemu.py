@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from deploy_qemu_lab import cpio_gz
+from deploy_qemu_lab import busybox_initrd, cpio_gz
 
 from provisioner.deploy.images import builder as images
 from provisioner.deploy.ramdisk import Ramdisk, build_ramdisk
@@ -70,19 +70,13 @@ def ramdisk() -> Ramdisk:
 
 def _installed_root(tmp: Path, rd: Ramdisk) -> Path:
     """A root tree with the ramdisk's kernel as the installed kernel and the reporting initrd."""
-    tiny = tmp / "tiny"
-    (tiny / "bin").mkdir(parents=True)
-    busybox = shutil.which("busybox")
-    assert busybox
-    shutil.copy(busybox, tiny / "bin/busybox")
-    (tiny / "init").write_text(SECOND)
-    (tiny / "init").chmod(0o755)
     root = tmp / "rootfs"
     (root / "boot").mkdir(parents=True)
     (root / "etc").mkdir()
     (root / "etc/os-release").write_text("ID=debian\n")
     shutil.copy(rd.kernel, root / f"boot/vmlinuz-{rd.kernel_version}")
-    (root / f"boot/initrd.img-{rd.kernel_version}").write_bytes(cpio_gz(tiny))
+    (root / f"boot/initrd.img-{rd.kernel_version}").write_bytes(
+        busybox_initrd(tmp / "tiny", SECOND))
     return root
 
 

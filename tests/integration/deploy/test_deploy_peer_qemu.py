@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from deploy_qemu_lab import cpio_gz, die_with_parent, sh, stop_process
+from deploy_qemu_lab import busybox_initrd, die_with_parent, sh, stop_process
 from netaddr import IPAddress, IPNetwork
 
 from provisioner.deploy import cloudinit
@@ -103,18 +103,12 @@ class Image:
 def _build_image(tmp: Path, rd: Ramdisk, monkeypatch: pytest.MonkeyPatch) -> Image:
     """The lab image's layout (images._boot_partition, images._assemble), made without loop
     devices: /boot holds the ramdisk's kernel and the reporting initrd, the ext4 root is last."""
-    tiny = tmp / "tiny"
-    (tiny / "bin").mkdir(parents=True)
-    busybox = shutil.which("busybox")
-    assert busybox
-    shutil.copy(busybox, tiny / "bin/busybox")
-    (tiny / "init").write_text(INSTALLED_INIT)
-    (tiny / "init").chmod(0o755)
     kver = rd.kernel_version
     kernels = tmp / "kernels"  # what _boot_partition copies to /boot
     (kernels / "boot").mkdir(parents=True)
     shutil.copy(rd.kernel, kernels / f"boot/vmlinuz-{kver}")
-    (kernels / f"boot/initrd.img-{kver}").write_bytes(cpio_gz(tiny))
+    (kernels / f"boot/initrd.img-{kver}").write_bytes(
+        busybox_initrd(tmp / "tiny", INSTALLED_INIT))
     root = tmp / "rootfs"
     (root / "etc").mkdir(parents=True)
     (root / "etc/os-release").write_text("ID=debian\nNAME=peer-test\n")
