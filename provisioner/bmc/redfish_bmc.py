@@ -287,7 +287,7 @@ class RedfishBMC(RedfishInventory):
 
     def allowed_boot_targets(self) -> list[str] | None:
         """BootSourceOverrideTarget@Redfish.AllowableValues, or None if the BMC does not say."""
-        return rp.allowable_values(self.system().get("Boot") or {}, "BootSourceOverrideTarget")
+        return rp.allowable_values(rp.obj(self.system().get("Boot")), "BootSourceOverrideTarget")
 
     def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
         """The BootSourceOverrideMode to send (None: leave as is); HTTP boot needs UEFI."""
@@ -305,19 +305,39 @@ class RedfishBMC(RedfishInventory):
     def set_boot(self, target: BootTarget, *, persistent: bool = False) -> None:
         """Set a one-time (or persistent) boot override and verify it by reading it back."""
         system = self.system(refresh=True)
-        boot = system.get("Boot") or {}
-        allowed = self.allowed_boot_targets()
+        path, resource = self._boot_resource(system)
+        boot = rp.obj(resource.get("Boot"))
+        allowed = (rp.allowable_values(boot, "BootSourceOverrideTarget")
+                   or self.allowed_boot_targets())
         if allowed is not None and target.value not in allowed:
             raise BMCUnsupported(
                 f"boot target {target.value} is not offered; BMC allows {allowed}",
                 bmc=self.name,
-                path=self.system_path(),
+                path=path,
                 hint="choose another boot target, or switch the host to UEFI mode for UefiHttp",
             )
         self.prepare_boot(target)
         body = self.boot_override(target, self.override_enabled(persistent), boot)
-        self.client.patch(self.system_path(), {"Boot": body}, etag=system.get("@odata.etag"))
-        self.verify_boot(body)
+        etag = resource.get("@odata.etag")
+        self.client.patch(path, {"Boot": body}, etag=etag if isinstance(etag, str) else None)
+        self.verify_boot(body, path)
+
+    def boot_settings_path(self, system: dict[str, Any]) -> str | None:
+        """The resource the firmware takes the boot override from, if not the System itself
+        (vendors whose BIOS reads it from the System's settings object say so)."""
+        return None
+
+    def _boot_resource(self, system: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Where the override is written and read back, and that resource as it is now."""
+        path = self.boot_settings_path(system)
+        if not path or path == self.system_path():
+            return self.system_path(), system
+        try:
+            return path, self.client.get(path)
+        except BMCNotFound:
+            self.warnings.append(f"settings object {path} not found: boot override written "
+                                 "to the System itself")
+            return self.system_path(), system
 
     def boot_override(self, target: BootTarget, enabled: str, boot: dict[str, Any]
                       ) -> dict[str, Any]:
@@ -331,9 +351,13 @@ class RedfishBMC(RedfishInventory):
             body["BootSourceOverrideMode"] = mode
         return body
 
-    def verify_boot(self, body: dict[str, Any]) -> None:
-        """Read the override back; a 2xx proves nothing on many BMCs."""
-        boot = self.system(refresh=True).get("Boot") or {}
+    def verify_boot(self, body: dict[str, Any], path: str | None = None) -> None:
+        """Read the override back from ``path`` (default: the System); a 2xx proves nothing
+        on many BMCs."""
+        path = path or self.system_path()
+        current = (self.system(refresh=True) if path == self.system_path()
+                   else self.client.get(path))
+        boot = rp.obj(current.get("Boot"))
         problems = []
         for key, wanted in body.items():
             got = boot.get(key)
@@ -348,7 +372,7 @@ class RedfishBMC(RedfishInventory):
             raise BMCVerifyFailed(
                 "boot override did not take effect: " + "; ".join(problems),
                 bmc=self.name,
-                path=self.system_path(),
+                path=path,
                 hint="check the BMC's pending BIOS jobs or a BIOS lock, then retry",
             )
 

@@ -77,6 +77,8 @@ SESSION_LIMIT_IDS = ("SessionLimitExceeded", "RAC0218")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A POST that times out or gets a 500 may have been applied (a reset!); only these are safe.
 NON_IDEMPOTENT_RETRY_STATUSES = frozenset({429, 503})
+# Precondition Failed (a stale If-Match) and Precondition Required (none sent): DSP0266 6.5.
+PRECONDITION_STATUSES = frozenset({412, 428})
 # Failures after which another way in (basic auth, no $expand) would not do better, or would
 # hand the credentials to a peer that already misbehaved.
 FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCRedirectRefused,
@@ -446,9 +448,32 @@ class RedfishClient:
         return self._request("POST", path, body=body)
 
     def patch(self, path: str, body: dict[str, Any], *, etag: str | None = None) -> Reply:
-        """PATCH a resource, with If-Match when the BMC gave an ETag (HPE needs it)."""
+        """PATCH a resource, with If-Match when the caller has its ETag. A BMC that demands
+        one (428) or finds it stale (412) gets the PATCH again, once, with the current ETag."""
         headers = {"If-Match": etag} if etag else None
-        return self._request("PATCH", path, body=body, headers=headers)
+        try:
+            return self._request("PATCH", path, body=body, headers=headers)
+        except RedfishError as exc:
+            if exc.status not in PRECONDITION_STATUSES:
+                raise
+            # AMI's "strong ETag" BMCs (DGX H100 among them) refuse a PATCH without If-Match
+            # and take each ETag once; some give it only as a header, not as @odata.etag.
+            try:
+                fresh = self._current_etag(path)
+            except RedfishError:
+                raise exc from None
+            if fresh is None:
+                raise
+            status = exc.status
+        log.info("%s: PATCH %s needed the resource's current ETag (HTTP %s); sent again with "
+                 "If-Match", self.name, path, status)
+        return self._request("PATCH", path, body=body, headers={"If-Match": fresh})
+
+    def _current_etag(self, path: str) -> str | None:
+        """The resource's ETag: the HTTP header, else ``@odata.etag`` (None if neither)."""
+        reply = self._request("GET", path)
+        tag = reply.header("ETag") or reply.body.get("@odata.etag")
+        return tag if isinstance(tag, str) and tag.strip() else None
 
     def delete(self, path: str) -> Reply:
         """DELETE a resource."""

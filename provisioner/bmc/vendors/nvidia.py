@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import LOCATION_EMBEDDED, BootTarget
 from provisioner.bmc.redfish_bmc import RedfishBMC
 
@@ -11,6 +12,11 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 class NvidiaBMC(RedfishBMC):
     """The host is the System that is not an ``HGX_*`` baseboard; its ConnectX ports live
     under Chassis NetworkAdapters, and the override must name UEFI mode.
+
+    The host firmware of these BMCs (DGX H100's AMI ``Systems/DGX/SD``; GH200, GB200 and
+    BlueField's ``Systems/System_0/Settings``) takes the boot override from the System's
+    settings object (``@Redfish.Settings``), as NVIDIA's own client writes it: it is PATCHed
+    and read back there, with the ETag the AMI BMC demands.
 
     The DGX BMC lists the add-in positions in ``PCIeSlots`` with a ``Slot`` location and a
     service label ("PCIe Slot 2", "NIC 1, Slot 1" for the cluster ConnectX modules). The
@@ -23,6 +29,9 @@ class NvidiaBMC(RedfishBMC):
 
     def boot_mode_for(self, target: BootTarget, current: str | None) -> str | None:
         return "UEFI"
+
+    def boot_settings_path(self, system: dict[str, Any]) -> str | None:
+        return rp.odata_id(rp.obj(system.get("@Redfish.Settings")).get("SettingsObject"))
 
     def unlabelled_slot_location(self, slot: dict[str, Any] | None, device: str
                                  ) -> tuple[str, str, str | None] | None:

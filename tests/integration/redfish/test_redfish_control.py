@@ -14,9 +14,14 @@ from provisioner.bmc.base import BootTarget, PowerAction, PowerState
 from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.redfish.client import ClientOptions
-from provisioner.redfish.errors import BMCStateTimeout, BMCUnsupported
+from provisioner.redfish.errors import BMCStateTimeout, BMCUnsupported, RedfishError
 from provisioner.secrets import Secret
-from provisioner.testing.redfish_peers import fake_system, sushy_emulator, write_emulator_config
+from provisioner.testing.redfish_peers import (
+    fake_system,
+    fault_proxy,
+    sushy_emulator,
+    write_emulator_config,
+)
 
 UUID = "9d3c2b1a-1111-4a39-9c1e-5a7d3c2b1a10"
 
@@ -68,6 +73,35 @@ def test_boot_override_persistent_then_once(bmc):
     assert not bmc.warnings
     bmc.set_boot(BootTarget.PXE)
     assert bmc.warnings == ["BMC made the one-time boot override persistent"]
+
+
+@pytest.fixture
+def strict_etag_bmc(emulator, tmp_path) -> Iterator[RedfishBMC]:
+    """The emulator behind an AMI-like strong-ETag front (stand-in for an AMI MegaRAC BMC,
+    e.g. the DGX H100's): ETag as a header only, 428 without If-Match, 412 on a stale one."""
+    with fault_proxy(emulator, tmp_path, args=["--strict-etag"]) as (url,):
+        b = open_redfish(url, "admin", Secret("unused"), ClientOptions(verify_tls=False))
+        yield b
+        b.close()
+
+
+def test_boot_override_on_a_bmc_that_demands_an_etag(strict_etag_bmc):
+    bmc = strict_etag_bmc
+    assert "@odata.etag" not in bmc.system(refresh=True)
+    bmc.set_boot(BootTarget.PXE, persistent=True)  # 428, then again with the header's ETag
+    bmc.set_boot(BootTarget.CD, persistent=True)  # the first PATCH used that ETag up
+    assert bmc.system(refresh=True)["Boot"]["BootSourceOverrideTarget"] == "Cd"
+
+
+def test_stale_etag_is_replaced_once_and_other_refusals_are_not_retried(strict_etag_bmc):
+    client = strict_etag_bmc.client
+    path = strict_etag_bmc.system_path()
+    client.patch(path, {"Boot": {"BootSourceOverrideTarget": "Hdd"}}, etag='"stale"')
+    assert strict_etag_bmc.system(refresh=True)["Boot"]["BootSourceOverrideTarget"] == "Hdd"
+    before = client.requests_made
+    with pytest.raises(RedfishError) as info:
+        client.patch("/redfish/v1/Systems/no-such-system", {"AssetTag": "x"})
+    assert info.value.status == 428 and client.requests_made - before == 2  # PATCH, GET 404
 
 
 def test_wait_power_times_out_with_the_state_seen(bmc):

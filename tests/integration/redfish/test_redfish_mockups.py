@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
+from provisioner.bmc.vendors.nvidia import NvidiaBMC
 from provisioner.bmc.vendors.supermicro import SupermicroBMC
 from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
@@ -261,3 +263,41 @@ def test_hpe_port_without_uefi_boot_entries_is_left_to_the_boot_order(hpe):
             "0 UEFI boot entries for UefiHttp on the provisioning port: left to the boot order"]
     finally:
         bmc.close()
+
+
+DGX = ("nvidia-dgx-h100-libredfish", "mockup", "redfish", "v1")
+
+
+def _dgx_set_pxe(mockup: Path, log_dir: Path) -> tuple[NvidiaBMC, BMCVerifyFailed, str]:
+    """Set a PXE override on a served DGX H100 tree; what the BMC class did and was sent."""
+    with sushy_static(mockup, log_dir) as url:
+        bmc = open_mockup(url)
+        assert isinstance(bmc, NvidiaBMC)
+        try:
+            with pytest.raises(BMCVerifyFailed, match="not 'Pxe'") as info:
+                bmc.set_boot(BootTarget.PXE)  # sushy-static takes the PATCH, changes nothing
+        finally:
+            bmc.close()
+    return bmc, info.value, (log_dir / f"static-{url.rsplit(':', 1)[1]}.log").read_text()
+
+
+def test_dgx_boot_override_goes_to_the_systems_settings_object(tmp_path):
+    # The DGX H100 BMC (AMI) applies the override from Systems/DGX/SD, with that object's ETag.
+    _bmc, error, sent = _dgx_set_pxe(corpus_path("redfish", *DGX), tmp_path)
+    assert error.path == "/redfish/v1/Systems/DGX/SD"
+    assert "PATCH /redfish/v1/Systems/DGX/SD " in sent
+    assert "PATCH /redfish/v1/Systems/DGX " not in sent
+    assert 'If-Match: "1720574208"' in sent  # SD's @odata.etag, not the System's
+    assert '"BootSourceOverrideMode": "UEFI"' in sent
+
+
+def test_dgx_without_its_settings_object_is_written_directly(tmp_path):
+    # Written here: the same tree with Systems/DGX/SD missing (a 404 where the link points).
+    tree = tmp_path / "tree"
+    shutil.copytree(corpus_path("redfish", *DGX), tree)
+    shutil.rmtree(tree / "Systems" / "DGX" / "SD")
+    bmc, error, sent = _dgx_set_pxe(tree, tmp_path)
+    assert error.path == "/redfish/v1/Systems/DGX"
+    assert "PATCH /redfish/v1/Systems/DGX " in sent and 'If-Match: "1720039110"' in sent
+    assert bmc.warnings == ["settings object /redfish/v1/Systems/DGX/SD not found: boot "
+                            "override written to the System itself"]
