@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import (
@@ -112,13 +113,30 @@ class RedfishBMC(RedfishInventory):
                     "manages a chassis or switch, not a host", bmc=self.name, path="/redfish/v1/",
                     hint="point the host's bmc.address at the host's own BMC")
             collection = collection or "/redfish/v1/Systems"
-            members = rp.link_list(self.client.get(collection).get("Members"))
+            members = self._direct_members(
+                collection, rp.link_list(self.client.get(collection).get("Members")))
             if not members:
                 raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,
                                   path=collection)
             self._system_members = members
             self._system_path = self.choose_system(members)
         return self._system_path
+
+    def _direct_members(self, collection: str, members: list[str]) -> list[str]:
+        """The members that are Systems: the collection's own children. The DGX H100 BMC
+        also lists ``Systems/HGX_Baseboard_0/LogServices/FDR`` there, a log service."""
+        def folder(link: str) -> str:
+            return urlsplit(link).path.rstrip("/").casefold()
+
+        parent = folder(collection)
+        direct = [m for m in members if folder(m).rpartition("/")[0] == parent]
+        if not direct:
+            return members  # paths this BMC writes its own way: nothing to tell them by
+        if len(direct) < len(members):
+            log.info("%s: ignoring %d member(s) of %s that are not Systems: %s", self.name,
+                     len(members) - len(direct), collection,
+                     ", ".join(m for m in members if m not in direct)[:300])
+        return direct
 
     def is_host_system(self, path: str) -> bool:
         """Whether a System can be a host: not a GPU baseboard (NVIDIA ``HGX_*``)."""

@@ -225,6 +225,27 @@ def test_dgx_h100_copy_with_the_lom_cabled_picks_the_lom(tmp_path):
     assert lom["location"] == "embedded" and "no Location or SlotType" in lom["location_from"]
 
 
+def test_dgx_h100_log_service_listed_among_systems_is_not_taken_for_the_host(tmp_path):
+    # Written here, after a quirk NVIDIA's nv-redfish records for this BMC (its test
+    # viking_with_garbage_in_computer_systems): Systems also lists
+    # HGX_Baseboard_0/LogServices/FDR. Listed first, it used to become the "host".
+    root = tmp_path / "tree"
+    shutil.copytree(tree("dgx-h100"), root)
+    fdr = "/redfish/v1/Systems/HGX_Baseboard_0/LogServices/FDR"
+    listing = json.loads((root / "Systems" / "index.json").read_text())
+    listing["Members"].insert(0, {"@odata.id": fdr})
+    listing["Members@odata.count"] = 3
+    (root / "Systems" / "index.json").write_text(json.dumps(listing))
+    (root / fdr.removeprefix("/redfish/v1/")).mkdir(parents=True)
+    (root / fdr.removeprefix("/redfish/v1/") / "index.json").write_text(json.dumps({
+        "@odata.id": fdr, "@odata.type": "#LogService.v1_1_3.LogService", "Id": "FDR",
+        "Name": "FDR LogService", "Entries": {"@odata.id": fdr + "/Entries"}}))
+    bmc, facts = discover(root, tmp_path)
+    assert isinstance(bmc, NvidiaBMC) and bmc.system_path() == "/redfish/v1/Systems/DGX"
+    assert facts.serial == "1662923610124" and facts.provisioning_mac == "a0:88:c2:82:6e:52"
+    assert not any("host Systems" in w for w in bmc.warnings)
+
+
 def test_lenovo_ocp_ports_are_onboard_and_their_link_is_read(tmp_path):
     _bmc, facts = discover(tree("lenovo"), tmp_path)
     ports = explained(facts)
