@@ -64,7 +64,8 @@ def check_expanded(body: dict[str, Any], collection: str, *, whole: bool = True
 
     Refused (the caller reads member by member instead): an answer that is not this
     collection, a member outside it (bodies from another collection), duplicate members, a
-    ``Members@odata.count`` that disagrees with the list (cut off), or a next page; the last
+    ``Members@odata.count`` that disagrees with the list (cut off), a body without its ``Id``
+    (cut short), or a next page; the last
     two are accepted when not the ``whole`` collection is wanted (bodies to look up). A member
     listed with no body is kept as a link to read on its own, so nothing listed is lost.
     """
@@ -95,6 +96,10 @@ def check_expanded(body: dict[str, Any], collection: str, *, whole: bool = True
         seen.add(norm)
         out.order.append(link)
         if set(member) - _REFERENCE_KEYS:
+            if not isinstance(member.get("Id"), str):
+                # Every resource has an Id: AMI BMCs (DGX H100, GB300) drop it, with Name
+                # and ChassisType, from expanded bodies, which are then not to be trusted.
+                return f"Members[{index}] {link!r} has a body without its Id (cut short)"
             out.bodies[norm] = member
         else:
             out.bare.append(link)

@@ -64,7 +64,7 @@ def test_expanded_and_member_by_member_reads_give_identical_facts(key, tmp_path)
         assert n_members >= 240 and n_expanded <= 50
 
 
-@pytest.mark.parametrize("fault", ["500", "bare", "foreign", "partial", "truncated"])
+@pytest.mark.parametrize("fault", ["500", "bare", "foreign", "partial", "truncated", "cut"])
 @pytest.mark.parametrize("key", ["dgx-h100", "hpe"])
 def test_a_broken_expand_falls_back_with_the_same_facts(key, fault, tmp_path):
     with sushy_static(tree(key), tmp_path) as plain:

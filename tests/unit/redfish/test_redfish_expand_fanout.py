@@ -62,6 +62,9 @@ def test_an_expanded_collection_gives_bodies_and_keeps_bare_members_to_read():
     ({"Members": [{"@odata.id": "/redfish/v1/ChassisX/1", "Id": "1"}]}, "not a member of"),
     ({"Members": [member("a", Id="a"), member("a/", Id="a")]}, "listed twice"),
     ({"Members": ["/redfish/v1/Chassis/a"]}, "not a reference"),
+    # AMI (DGX H100): expanded bodies without Id, Name and ChassisType
+    ({"Members": [member("a", Id="a"), member("b", Status={"State": "Enabled"})]},
+     "without its Id"),
 ])
 def test_an_expanded_answer_that_is_not_the_collection_is_refused(body, why):
     got = check_expanded(body, COLL)
