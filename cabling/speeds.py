@@ -24,6 +24,9 @@ _LANE_GBPS = {
 _PORT_RATE = {10: "SDR", 20: "DDR", 40: "QDR", 56: "FDR", 100: "EDR", 200: "HDR", 400: "NDR", 800: "XDR"}
 
 _IBNET_RE = re.compile(r"^(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)$", re.IGNORECASE)
+# rdma-core prints "???" for an extended speed its build does not know (older infiniband-diags on
+# an HDR/NDR link) and "??" for an unknown width; the other half is still the port's own reading.
+_IBNET_PARTIAL = re.compile(r"^(?:(\d+)x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)$", re.IGNORECASE)
 
 
 def normalize_speed(value: str | int | None) -> str | None:
@@ -66,12 +69,15 @@ def width_lanes(width: str) -> int:
     return int(width[:-1])
 
 
-def parse_ibnet_rate(text: str) -> tuple[str, str] | None:
-    """Split ibnetdiscover's ``4xHDR`` into (``"4x"``, ``"HDR"``); None if it is not a rate."""
-    m = _IBNET_RE.match(text.strip())
+def parse_ibnet_rate(text: str) -> tuple[str | None, str | None] | None:
+    """Split ibnetdiscover's ``4xHDR`` into (``"4x"``, ``"HDR"``); ``2x???`` gives (``"2x"``, None)
+    and ``??HDR`` (None, ``"HDR"``); None if it is not a rate at all."""
+    m = _IBNET_RE.match(text.strip()) or _IBNET_PARTIAL.match(text.strip())
     if not m:
         return None
-    return f"{m.group(1)}x", m.group(2).upper()
+    width = f"{m.group(1)}x" if m.group(1) else None
+    speed = None if m.group(2).startswith("?") else m.group(2).upper()
+    return (width, speed) if width or speed else None
 
 
 def speed_from_lane_gbps(gbps: str) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
-from cabling.speeds import parse_ibnet_rate
+from cabling.speeds import parse_ibnet_rate, speed_rank, width_lanes
 from cabling.textio import read_text
 
 _KINDS: dict[str, NodeKind] = {"switch": "switch", "ca": "ca", "rt": "router"}
@@ -34,7 +34,7 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     (a terminal log banner, a shell prompt) are skipped and listed in ``skipped_lines``; a bad
     line inside a node block is an error naming its line."""
     fab = DiscoveredFabric(source=source)
-    seen: set[tuple[str, int, str, int]] = set()
+    seen: dict[tuple[str, int, str, int], int] = {}  # a cable's two ends -> its index in fab.links
     headers: dict[str, int] = {}  # GUID -> line of its node block: a second block is a duplicate GUID
     current: DNode | None = None
     sysimg: str | None = None
@@ -89,7 +89,7 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     return fab
 
 
-_RATES: dict[str, tuple[str, str] | None] = {}
+_RATES: dict[str, tuple[str | None, str | None] | None] = {}
 _GUIDS: dict[str, str] = {}
 
 
@@ -105,7 +105,7 @@ def _guid(text: str) -> str:
 
 def _port_line(
     fab: DiscoveredFabric, node: DNode, line: str, lineno: int, source: str,
-    seen: set[tuple[str, int, str, int]],
+    seen: dict[tuple[str, int, str, int], int],
 ) -> None:
     m = _PORT.match(line)
     if not m:
@@ -126,15 +126,26 @@ def _port_line(
         peer_node = fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=g_desc, lid=int(g_lid))
     if g_peer_pguid:
         peer_node.port_guids[peer_port] = _guid(g_peer_pguid)
-    # Each cable is listed from both ends: keep it once, in the order of the two ends.
-    mine = node.guid
-    key = (mine, port, peer, peer_port) if (mine, port) <= (peer, peer_port) else (peer, peer_port, mine, port)
-    if key in seen:
-        return
-    seen.add(key)
     if g_rate in _RATES:
         rate = _RATES[g_rate]
     else:
         rate = _RATES[g_rate] = parse_ibnet_rate(g_rate)
-    fab.links.append(DLink(mine, port, peer, peer_port, rate[0] if rate else None,
-                           rate[1] if rate else None, line=lineno))
+    width, speed = rate if rate else (None, None)
+    # Each cable is listed from both ends: keep it once, in the order of the two ends.
+    mine = node.guid
+    key = (mine, port, peer, peer_port) if (mine, port) <= (peer, peer_port) else (peer, peer_port, mine, port)
+    first = seen.get(key)
+    if first is not None:
+        _keep_lower_rate(fab.links[first], width, speed)
+        return
+    seen[key] = len(fab.links)
+    fab.links.append(DLink(mine, port, peer, peer_port, width, speed, line=lineno))
+
+
+def _keep_lower_rate(link: DLink, width: str | None, speed: str | None) -> None:
+    """Each end prints its own PortInfo, so the two lines of a cable can disagree (one end at
+    1x): the link carries traffic at the lower of the two, which is what validate must judge."""
+    if width and (link.width is None or width_lanes(width) < width_lanes(link.width)):
+        link.width = width
+    if speed and (link.speed is None or speed_rank(speed) < speed_rank(link.speed)):
+        link.speed = speed
