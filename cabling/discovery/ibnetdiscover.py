@@ -15,11 +15,17 @@ _HEADER = re.compile(
     r'^(Switch|Ca|Rt)\s*(\d{1,9})\s*"([SHR])-([0-9a-fA-F]+)"\s*#\s*"(.*)"'
     r"(?:\s+(?:enhanced|base)\s+port\s+\d+)?(?:\s+lid\s+(\d{1,9}))?(?:\s+lmc\s+\d+)?\s*$"
 )
+# rdma-core's out_switch_port / out_ca_port: "-g" adds "[ext N]" (the front-panel number of a
+# chassis port) after either port number; "-f" ends the line with " s=4 w=2 v=3" (raw PortInfo);
+# Xsigo peers add " slot N" or " (scp)". The port numbers kept are the IB ones, with or without -g.
 _PORT = re.compile(
-    r"^\[(\d{1,9})\](?:\(([0-9a-fA-F]+)\))?\s*"
-    r'"([SHR])-([0-9a-fA-F]+)"\[(\d{1,9})\](?:\(([0-9a-fA-F]+)\))?\s*'
-    r'#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d{1,9})\s+(\S+)\s*$'
+    r"^\[(\d{1,9})\](?:\[ext \d{1,9}\])?(?:\(([0-9a-fA-F]+)\))?\s*"
+    r'"([SHR])-([0-9a-fA-F]+)"\[(\d{1,9})\](?:\[ext \d{1,9}\])?\s*(?:\(([0-9a-fA-F]+)\))?\s*'
+    r'#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(.*)"\s+lid\s+(\d{1,9})\s+(\S+)'
+    r"(?:\s+s=\d+\s+w=\d+\s+v=\d+)?(?:\s+slot\s+\d+|\s+\(scp\))?\s*$"
 )
+# A line that starts like a node header: one that then does not parse is a cut or mangled file.
+_HEADER_LIKE = re.compile(r"^(?:Switch|Ca|Rt)\s+\d+(?:\s|$)")
 _KV = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(0x[0-9a-fA-F]+)")
 
 
@@ -60,8 +66,14 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
                 sysimg = kv.group(2)[2:].rjust(16, "0").lower()
             continue
         m = _HEADER.match(line)
+        if m is None and _HEADER_LIKE.match(line):
+            # The nodes of this block (and their links) would be missing from the fabric without a word.
+            raise CablingInputError(
+                f"cannot read this node header: {line[:80]!r}", file=source, line=lineno,
+                hint="expected 'Switch 36 \"S-<guid>\" # \"desc\" enhanced port 0 lid N lmc 0'; is the file cut short?",
+            )
         if m:
-            guid = m.group(4).lower().rjust(16, "0")
+            guid = _checked_guid(m.group(4), source, lineno)
             current = fab.nodes.get(guid) or DNode(guid=guid, kind=_KINDS[m.group(1).lower()], desc=m.group(5))
             if guid in headers:
                 # Two devices answer with one GUID (a mis-flashed HCA): keep both descriptions so the
@@ -84,7 +96,7 @@ def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> Discovere
     if not fab.nodes:
         raise CablingInputError(
             "no 'Switch' or 'Ca' node found: this is not ibnetdiscover output", file=source, line=1,
-            hint="capture it with 'ibnetdiscover > fabric.txt' (or 'ibnetdiscover -g' for GUIDs)",
+            hint="capture it with 'ibnetdiscover > fabric.txt' (plain, -g or -f; not -l or -p)",
         )
     return fab
 
@@ -103,6 +115,15 @@ def _guid(text: str) -> str:
     return g
 
 
+def _checked_guid(text: str, source: str, lineno: int) -> str:
+    """A GUID is 64 bits (rdma-core prints ``%016x``): more digits is a mangled line, which would
+    otherwise give an as-built manifest that validate then refuses."""
+    if len(text) > 16:
+        raise CablingInputError(f"{text!r} is not a GUID: more than 16 hex digits", file=source, line=lineno,
+                                hint="a GUID is 64 bits, at most 16 hex digits")
+    return _guid(text)
+
+
 def _port_line(
     fab: DiscoveredFabric, node: DNode, line: str, lineno: int, source: str,
     seen: dict[tuple[str, int, str, int], int],
@@ -115,6 +136,9 @@ def _port_line(
         )
     # One groups() call: a 12,000-link dump has 25,000 port lines.
     g_port, g_pguid, g_kind, g_peer, g_peer_port, g_peer_pguid, g_desc, g_lid, g_rate = m.groups()
+    if len(g_peer) > 16 or len(g_pguid or "") > 16 or len(g_peer_pguid or "") > 16:
+        for g in (g_peer, g_pguid, g_peer_pguid):
+            _checked_guid(g or "", source, lineno)
     port = int(g_port)
     if g_pguid:
         node.port_guids[port] = _guid(g_pguid)

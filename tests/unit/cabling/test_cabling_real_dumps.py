@@ -7,6 +7,7 @@ import pytest
 
 from cabling.diff import validate
 from cabling.discovery.ibnetdiscover import load_ibnetdiscover, parse_ibnetdiscover
+from cabling.errors import CablingInputError
 from cabling.manifest import parse_manifest
 from cabling.resolve import resolve
 from cabling.speeds import parse_ibnet_rate
@@ -69,3 +70,65 @@ def test_lower_rate_of_the_far_end_line_is_kept_whichever_end_comes_first():
         fab = parse_ibnetdiscover(_LEAF.format(r1=leaf_rate, r2="4xQDR") + far.format(r=ca_rate), "x")
         lk = next(lk for lk in fab.links if lk.b_guid == "24be05ffff980030")
         assert (lk.width, lk.speed) == ("1x", "DDR")
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from provisioner.cli.main import app
+
+    return CliRunner().invoke(app, ["cabling", *args])
+
+
+def test_ibnetdiscover_saved_as_topo_is_read(fixtures, tmp_path):
+    r = _cli("import", "--ibnetdiscover", str(fixtures / "real" / "junousi-ibtopotool-1.topo"), "--json")
+    assert r.exit_code == 0, r.output
+    assert '"sharp_aggregation_links": 0' in r.stdout and r.stdout.count('"a_guid"') == 7
+    # A real ibdm .topo is still refused by name.
+    ibdm = tmp_path / "fabric.topo"
+    ibdm.write_text("SX6036 sw1\n   P1 -4x-14G-> MT4099 h1 P1\n")
+    r = _cli("import", "--ibnetdiscover", str(ibdm))
+    assert r.exit_code == 2 and "ibdm topology" in r.output
+
+
+def test_grouping_and_full_info_options_are_read():
+    # Written here in the forms rdma-core's out_switch_port prints: '-g' adds "[ext N]" after a port
+    # number, '-f' adds " s=.. w=.. v=.." at the end of the line.
+    plain = parse_ibnetdiscover(_LEAF.format(r1="4xQDR", r2="4xQDR"), "plain.txt")
+    grouped = _LEAF.format(r1="4xQDR", r2="4xQDR").replace("[1]\t", "[1][ext 1]\t").replace(
+        "[2]\t", "[2][ext 2]\t")
+    full = _LEAF.format(r1="4xQDR s=4 w=2 v=3", r2="4xQDR s=4 w=2 v=3")
+    for text in (grouped, full):
+        fab = parse_ibnetdiscover(text, "x.txt")
+        assert [(lk.a_port, lk.b_guid, lk.width, lk.speed) for lk in fab.links] == \
+            [(lk.a_port, lk.b_guid, lk.width, lk.speed) for lk in plain.links]
+
+
+def test_ports_report_is_refused_with_the_right_advice(fixtures):
+    r = _cli("import", "--ibnetdiscover", str(fixtures / "real" / "sckyzo-infiniband-exporter-ibnetdiscover-p.out"))
+    assert r.exit_code == 2 and "'ibnetdiscover -p' ports report" in r.output
+    assert "-g' for GUIDs" not in r.output and "plain, -g or -f" in r.output
+
+
+def test_not_ibnetdiscover_hint_does_not_call_grouping_guids():
+    with pytest.raises(CablingInputError) as exc:
+        parse_ibnetdiscover("hello\n", "x.txt")
+    assert "for GUIDs" not in str(exc.value)
+
+
+def test_file_cut_inside_a_node_header_is_an_error_naming_the_line():
+    text = _LEAF.format(r1="4xQDR", r2="4xQDR") + '\nvendid=0x2c9\nSwitch\t36 "S-f45214030011'
+    with pytest.raises(CablingInputError) as exc:
+        parse_ibnetdiscover(text, "cut.txt")
+    assert exc.value.file == "cut.txt" and exc.value.line == 10 and "node header" in exc.value.message
+
+
+def test_guid_of_more_than_64_bits_is_refused_at_import():
+    text = _LEAF.format(r1="4xQDR", r2="4xQDR").replace('"H-24be05ffff982d50"', '"H-124be05ffff982d50"')
+    with pytest.raises(CablingInputError) as exc:
+        parse_ibnetdiscover(text, "g.txt")
+    assert (exc.value.file, exc.value.line) == ("g.txt", 7) and "124be05ffff982d50" in exc.value.message
+    header = _LEAF.format(r1="4xQDR", r2="4xQDR").replace('"S-f4521403001165a0"', '"S-1f4521403001165a0"')
+    with pytest.raises(CablingInputError) as exc:
+        parse_ibnetdiscover(header, "g.txt")
+    assert exc.value.line == 5
