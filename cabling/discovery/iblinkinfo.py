@@ -6,7 +6,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode, NodeKind
+from cabling.discovery.model import (
+    ACTIVE,
+    DiscoveredFabric,
+    DLink,
+    DNode,
+    NodeKind,
+    describes_aggregation_node,
+)
 from cabling.errors import CablingInputError
 from cabling.speeds import speed_from_lane_gbps
 from cabling.textio import read_text
@@ -148,7 +155,13 @@ def _infer_kinds(fab: DiscoveredFabric, ports: list[_Port], known: set[str]) -> 
         count[p.guid] = count.get(p.guid, 0) + 1
     for guid, node in fab.nodes.items():
         if guid not in known:
-            node.kind = "ca" if count.get(guid, 0) <= 2 and _CA_DESC.match(node.desc) else "switch"
+            node.kind = "ca" if count.get(guid, 0) <= 2 and _looks_like_ca(node.desc) else "switch"
+
+
+def _looks_like_ca(desc: str) -> bool:
+    """A peer seen only by its description: a host HCA ("<host> <hca>") or a SHARP Aggregation
+    Node (a CA inside a Quantum switch, which '--switches-only' or '-S' show only as a peer)."""
+    return bool(_CA_DESC.match(desc)) or describes_aggregation_node(desc)
 
 
 def _links(fab: DiscoveredFabric, ports: list[_Port]) -> None:
@@ -163,7 +176,7 @@ def _links(fab: DiscoveredFabric, ports: list[_Port]) -> None:
             # Partial scans (iblinkinfo -S) print peers they did not visit, by LID only.
             peer = f"lid-{p.peer_lid}"
         if peer not in fab.nodes:
-            kind: NodeKind = "ca" if _CA_DESC.match(p.peer_desc) else "switch"
+            kind: NodeKind = "ca" if _looks_like_ca(p.peer_desc) else "switch"
             fab.nodes[peer] = DNode(guid=peer, kind=kind, desc=p.peer_desc, lid=p.peer_lid)
         key = frozenset(((p.guid, p.port), (peer, p.peer_port)))
         if key in seen:

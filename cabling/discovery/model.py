@@ -30,9 +30,15 @@ class DNode:
 _AGGREGATION = re.compile(r"\baggregation node\b|\bSHARP\b.*\b(?:AN|aggregation)\b", re.IGNORECASE)
 
 
+def describes_aggregation_node(desc: str) -> bool:
+    """Whether a node description is a SHARP Aggregation Node's (for parsers that see only the
+    description of a peer, and must tell its kind: the AN is a CA, never a switch)."""
+    return bool(_AGGREGATION.search(desc))
+
+
 def is_aggregation_node(node: DNode) -> bool:
     """Whether ``node`` is a SHARP Aggregation Node (a function of a switch ASIC, not a host)."""
-    return node.kind != "switch" and bool(_AGGREGATION.search(node.desc))
+    return node.kind != "switch" and describes_aggregation_node(node.desc)
 
 
 @dataclass(slots=True)

@@ -132,3 +132,47 @@ def test_guid_of_more_than_64_bits_is_refused_at_import():
     with pytest.raises(CablingInputError) as exc:
         parse_ibnetdiscover(header, "g.txt")
     assert exc.value.line == 5
+
+
+# Written here in the form of a real 'iblinkinfo --switches-only' of a QM8700 HDR switch: the SHARP
+# Aggregation Node (a CA inside the switch) appears only as the peer of port 41.
+_SWITCHES_ONLY = (
+    "Switch: 0x0c42a103008982a4 MF0;qm1:MQM8700/U1:\n"
+    '           3    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>      20    1[  ] "cu07 HCA-1" ( )\n'
+    '           3    2[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>       2    1[  ] "cu03 HCA-1" ( )\n'
+    '           3    5[  ] ==(                Down/ Polling)==>             [  ] "" ( )\n'
+    "           3   41[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>       4    1[  ] "
+    '"Mellanox Technologies Aggregation Node" ( )\n'
+)
+_HDR_PLAN = """version: 1
+fabric: {name: t, speed: HDR, width: 4x}
+devices:
+  - {name: qm1, kind: switch, ports: 41}
+  - {name: cu07, kind: host, hcas: [HCA-1]}
+  - {name: cu03, kind: host, hcas: [HCA-1]}
+links:
+  - {a: "cu07:HCA-1", b: "qm1:1"}
+  - {a: "cu03:HCA-1", b: "qm1:2"}
+"""
+
+
+@pytest.mark.parametrize("text", [
+    _SWITCHES_ONLY,
+    # 'iblinkinfo | grep Up': no header, the switch known by its LID
+    "\n".join(line for line in _SWITCHES_ONLY.splitlines() if "LinkUp" in line) + "\n",
+])
+def test_sharp_aggregation_node_seen_only_as_a_peer_is_not_a_switch(text):
+    from cabling.asbuilt import as_built
+    from cabling.discovery.iblinkinfo import parse_iblinkinfo
+    from cabling.slurm import slurm_topology
+
+    fab = parse_iblinkinfo(text, "sw.txt")
+    res = resolve(fab)
+    assert res.aggregation_links == 1 and len(res.links) == 2
+    if "Switch:" in text:
+        plan = parse_manifest(_HDR_PLAN, "plan.yaml")
+        report = validate(plan, resolve(fab, plan))
+        assert report.findings == [], [f.message for f in report.findings]
+        built = as_built(fab)
+        assert all("Aggregation" not in d.name for d in built.devices)
+        assert "Aggregation" not in slurm_topology(built)
