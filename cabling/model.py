@@ -234,6 +234,10 @@ class Manifest(BaseModel):
             return f"{source}:{line}"
         return f"links[{index}]"
 
+    def device_line(self, name: str) -> int | None:
+        """The file line device ``name`` was read from, if known."""
+        return self._device_lines.get(name.casefold())
+
     def where_device(self, name: str) -> str:
         """``file:line`` of a device, or its name when not loaded from a file."""
         line = self._device_lines.get(name.casefold())

@@ -12,6 +12,10 @@ from cabling.ports import director_port
 
 # Vendor default node descriptions carry no host name: the node needs a GUID map.
 _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IGNORECASE)
+# A fresh switch's description is its ASIC or model and vendor ("Quantum Mellanox Technologies",
+# "SwitchIB Mellanox Technologies", "Infiniscale-IV Mellanox Technologies", "ISR9024 Voltaire",
+# "Voltaire 4036 - 36 QDR ports switch"): not a name, even when no other switch shares it.
+_GENERIC_SWITCH = re.compile(r"Mellanox Technologies|^MT\d+\b|\bVoltaire\b|\bNVIDIA\b|^\s*$", re.IGNORECASE)
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 
@@ -134,6 +138,8 @@ def _name_one(
             return NodeName(f"H-{node.guid}", node.kind, named_by="GUID")
         return _from_text(node, node.desc, "description")
     name, prefix, model = _switch_name(node.desc)
+    if _vendor_default(name, prefix, model):
+        return NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
     if switch_descs[name] > 1 and not prefix:
         nn = NodeName(f"S-{node.guid}", node.kind, named_by="GUID", model=node.desc)
         if model is not None:
@@ -150,8 +156,13 @@ def _description_name(node: DNode) -> str | None:
     if node.kind == "ca":
         parts = node.desc.split()
         return None if _GENERIC_CA.search(node.desc) or not parts else parts[0]
-    name = _switch_name(node.desc)[0]
-    return name or None
+    name, prefix, model = _switch_name(node.desc)
+    return None if _vendor_default(name, prefix, model) else name or None
+
+
+def _vendor_default(name: str, prefix: str, model: str | None) -> bool:
+    """Whether a switch description is the vendor's default ("MF0;name:model" is configured)."""
+    return not prefix and model is None and bool(_GENERIC_SWITCH.search(name))
 
 
 def _from_text(node: DNode, text: str, how: str) -> NodeName:

@@ -10,10 +10,13 @@ import re
 from collections import defaultdict
 
 from cabling.errors import CablingInputError
-from cabling.model import Manifest
+from cabling.model import Device, Manifest
 from cabling.ports import natural_key
 
 _TAIL = re.compile(r"^(.*?)(\d+)$")
+# Slurm splits topology.conf on whitespace and '=', lists on ',', expands '[..]', and '#' starts
+# a comment: a name holding one of these would be read as another name or another key.
+_SLURM_UNSAFE = re.compile(r"[\s=,#\[\]\"'\\]")
 
 
 def hostlist_compress(names: list[str]) -> str:
@@ -134,10 +137,14 @@ def slurm_topology(manifest: Manifest) -> str:
     members: dict[frozenset[str], list[str]] = defaultdict(list)
     for leaf in (k for k, t in tiers.items() if t == 1):
         members[frozenset(hosts_of[leaf])].append(leaf)
+    _check_names(manifest, [devices[k] for k in tiers] + [d for d in devices.values() if d.kind == "host"])
     lines = ["# Slurm topology.conf written by 'provision cabling slurm-topology'", "# TopologyPlugin=topology/tree"]
     used: set[str] = set()
     for hosts, leaves in sorted(members.items(), key=lambda kv: natural_key(min(kv[1]))):
         groups = {devices[k].group for k in leaves}
+        if len(groups) == 1 and None not in groups:
+            _check_name(manifest, str(next(iter(groups))), f"group of {devices[leaves[0]].name}",
+                        devices[leaves[0]].name)
         if len(leaves) == 1:
             unit = devices[leaves[0]].name
         elif len(groups) == 1 and None not in groups and str(next(iter(groups))) not in used:
@@ -153,3 +160,20 @@ def slurm_topology(manifest: Manifest) -> str:
         if children:
             lines.append(f"SwitchName={devices[sw].name} Switches={','.join(children)}")
     return "\n".join(lines) + "\n"
+
+
+def _check_names(manifest: Manifest, devices: list[Device]) -> None:
+    for d in devices:
+        _check_name(manifest, d.name, d.kind, d.name)
+
+
+def _check_name(manifest: Manifest, name: str, what: str, device: str) -> None:
+    """Refuse a name Slurm would misread rather than write a topology.conf it parses differently."""
+    bad = _SLURM_UNSAFE.search(name)
+    if bad:
+        raise CablingInputError(
+            f"{what} name {name!r} has {bad.group()!r}, which Slurm's topology.conf cannot hold",
+            file=manifest.source, line=manifest.device_line(device),
+            hint="rename it in the manifest (a switch whose description is not a name can be named "
+                 "S-<guid>, or by 'provision cabling name-switches')",
+        )

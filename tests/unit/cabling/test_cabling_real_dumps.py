@@ -176,3 +176,34 @@ def test_sharp_aggregation_node_seen_only_as_a_peer_is_not_a_switch(text):
         built = as_built(fab)
         assert all("Aggregation" not in d.name for d in built.devices)
         assert "Aggregation" not in slurm_topology(built)
+
+
+@pytest.mark.parametrize("desc", [
+    "Quantum Mellanox Technologies", "SwitchIB Mellanox Technologies", "Infiniscale-IV Mellanox Technologies",
+    "ISR9024 Voltaire",
+])
+def test_unique_vendor_default_switch_description_falls_back_to_its_guid(desc):
+    from cabling.asbuilt import as_built
+    from cabling.slurm import slurm_topology
+
+    text = _LEAF.format(r1="4xQDR", r2="4xQDR").replace("MF0;ib5:SX6036/U1", desc)
+    built = as_built(parse_ibnetdiscover(text, "x.txt"))
+    assert {d.name for d in built.devices if d.kind == "switch"} == {"S-f4521403001165a0"}
+    assert "SwitchName=S-f4521403001165a0 Nodes=stage[112,114]" in slurm_topology(built)
+
+
+def test_configured_switch_name_is_kept():
+    fab = parse_ibnetdiscover(_LEAF.format(r1="4xQDR", r2="4xQDR"), "x.txt")
+    assert resolve(fab).names["f4521403001165a0"].device == "ib5"
+
+
+@pytest.mark.parametrize("name", ["core sw", "sw=1", "a,b", "sw#1", "sw[1]"])
+def test_slurm_topology_refuses_a_name_slurm_cannot_read(name):
+    from cabling.slurm import slurm_topology
+
+    plan = parse_manifest(
+        f'version: 1\ndevices:\n  - {{name: h1, kind: host, hcas: [mlx5_0]}}\n  - {{name: "{name}", kind: switch}}\n'
+        f'links:\n  - {{a: "h1:mlx5_0", b: "{name}:1"}}\n', "plan.yaml")
+    with pytest.raises(CablingInputError) as exc:
+        slurm_topology(plan)
+    assert (exc.value.file, exc.value.line) == ("plan.yaml", 4) and repr(name) in exc.value.message
