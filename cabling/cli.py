@@ -323,7 +323,7 @@ def validate_cmd(
                                 hint=f"kinds: {', '.join(VALIDATE_KINDS)}")
     m = open_manifest(manifest)
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
-                            ibstat).load()
+                            ibstat).load(_note)
     found = resolve(fab, m, names)
     report = run_validate(m, found)
     _keep(m, fab, found, report)
@@ -362,7 +362,7 @@ def import_cmd(
     from cabling.resolve import resolve
 
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
-                            ibstat).load()
+                            ibstat).load(_note)
     res = resolve(fab, None, names)
     if as_json:
         _write(json.dumps(fabric_json(fab, res), indent=2) + "\n", output)
@@ -403,7 +403,7 @@ def name_switches(
 
     m = open_manifest(manifest)
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, None, node_name_map,
-                            ibstat).load()
+                            ibstat).load(_note)
     result = infer_switch_names(fab, m, names)
     _write(format_node_name_map(result.names, "node-name-map written by 'provision cabling name-switches'"),
            output)

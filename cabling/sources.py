@@ -53,8 +53,9 @@ class DiscoveryOptions:
     node_name_maps: list[Path] = field(default_factory=list)
     ibstat: Path | None = None
 
-    def load(self) -> tuple[DiscoveredFabric, dict[str, str]]:
-        """The merged discovered fabric and the GUID -> name map from the maps and ibstat files."""
+    def load(self, note: Callable[[str], None] | None = None) -> tuple[DiscoveredFabric, dict[str, str]]:
+        """The merged discovered fabric and the GUID -> name map from the maps and ibstat files;
+        ``note`` hears warnings (a GUID a map names twice)."""
         fabrics: list[DiscoveredFabric] = []
         if self.ibnetdiscover:
             fabrics.append(_discovered(parse_ibnetdiscover, self.ibnetdiscover, "ibnetdiscover output",
@@ -81,7 +82,11 @@ class DiscoveryOptions:
             fab.merge(other)
         names: dict[str, str] = {}
         for m in self.node_name_maps:
-            names.update(load_node_name_map(m))
+            warnings: list[str] = []
+            names.update(load_node_name_map(m, warnings))
+            for text in warnings:
+                if note is not None:
+                    note(f"warning: {text}")
         if self.ibstat:
             names.update(ibstat_names(self.ibstat, fab))
         return fab, names

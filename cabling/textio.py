@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import stat
@@ -50,7 +51,10 @@ def _read_bounded(p: Path, what: str) -> bytes:
 
 
 def decode(raw: bytes, source: str, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:
-    """``raw`` as text; with ``strict``, undecodable bytes raise an error naming line and column."""
+    """``raw`` as text; with ``strict``, undecodable bytes raise an error naming line and column.
+    A UTF-8 byte order mark (Windows editors write one) is not part of the text."""
+    if encoding == "utf-8" and raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
     if not strict:
         return raw.decode(encoding, errors="replace")
     try:

@@ -207,3 +207,40 @@ def test_slurm_topology_refuses_a_name_slurm_cannot_read(name):
     with pytest.raises(CablingInputError) as exc:
         slurm_topology(plan)
     assert (exc.value.file, exc.value.line) == ("plan.yaml", 4) and repr(name) in exc.value.message
+
+
+def test_node_name_map_follows_rdma_core():
+    # Written here to the grammar of rdma-core util/node_name_map.c (parse_node_map_wrap, map_name).
+    from cabling.discovery.nodemap import parse_node_name_map
+
+    text = ('0xf4521403001165a0 "ib5-renamed"   # leaf in row 3\n'
+            "0xf4521403001167a0 ib6-renamed\n"
+            '0xf4521403001166a0 "ib4-first"\n'
+            '0xf4521403001166a0 "ib4-second"\n'
+            '0x24be05ffff980030 "stage114 mlx4_0"  #host\n')
+    warnings: list[str] = []
+    names = parse_node_name_map(text, "m.map", warnings)
+    assert names == {"f4521403001165a0": "ib5-renamed", "f4521403001167a0": "ib6-renamed",
+                     "f4521403001166a0": "ib4-first", "24be05ffff980030": "stage114 mlx4_0"}
+    assert len(warnings) == 1 and warnings[0].startswith("m.map:4:") and "'ib4-first'" in warnings[0]
+
+
+def test_node_name_map_with_a_byte_order_mark(tmp_path):
+    from cabling.discovery.nodemap import load_node_name_map
+
+    path = tmp_path / "bom.map"
+    path.write_bytes(b'\xef\xbb\xbf0xf4521403001165a0 "ib5-bom"\r\n0xf4521403001167a0 "ib6"\r\n')
+    assert load_node_name_map(path) == {"f4521403001165a0": "ib5-bom", "f4521403001167a0": "ib6"}
+    topo = tmp_path / "bom.txt"
+    topo.write_bytes(b"\xef\xbb\xbf" + _LEAF.format(r1="4xQDR", r2="4xQDR").split("\n", 4)[4].encode())
+    assert len(load_ibnetdiscover(topo).links) == 2
+
+
+def test_import_warns_of_a_guid_named_twice(tmp_path):
+    nnm = tmp_path / "m.map"
+    nnm.write_text('0xf4521403001165a0 "first"\n0xf4521403001165a0 "second"\n')
+    topo = tmp_path / "t.txt"
+    topo.write_text(_LEAF.format(r1="4xQDR", r2="4xQDR"))
+    r = _cli("import", "--ibnetdiscover", str(topo), "--node-name-map", str(nnm), "-o", str(tmp_path / "a.yaml"))
+    assert r.exit_code == 0 and "m.map:2: GUID 0xf4521403001165a0 is named again" in r.output
+    assert "name: first" in (tmp_path / "a.yaml").read_text()
