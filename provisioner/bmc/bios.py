@@ -92,7 +92,7 @@ def _registry(bmc: RedfishBMC, bios: dict[str, Any], link: str,
         except RedfishError as exc:
             warnings.append(f"BIOS attribute registry {path}: {exc}")
             continue
-        entries = (doc.get("RegistryEntries") or {}).get("Attributes")
+        entries = rp.obj(doc.get("RegistryEntries")).get("Attributes")
         if isinstance(entries, list):
             return parse_registry(entries)
     if wanted:
@@ -102,7 +102,7 @@ def _registry(bmc: RedfishBMC, bios: dict[str, Any], link: str,
 
 
 def _registry_locations(bmc: RedfishBMC, wanted: str) -> list[str]:
-    registries = rp.odata_id(bmc.client.root.get("Registries"))
+    registries = bmc.client.service("Registries")
     if not registries or not wanted:
         return []
     try:

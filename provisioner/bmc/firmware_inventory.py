@@ -32,7 +32,7 @@ class FirmwareComponent:
 
 def read_components(bmc: RedfishBMC) -> list[FirmwareComponent]:
     """Every installed component the BMC lists; raises when it publishes no inventory."""
-    update = rp.odata_id(bmc.client.root.get("UpdateService"))
+    update = bmc.client.service("UpdateService")
     inventory = rp.odata_id(bmc.client.get(update).get("FirmwareInventory")) if update else None
     if not inventory:
         raise BMCUnsupported("the BMC publishes no UpdateService.FirmwareInventory: firmware "

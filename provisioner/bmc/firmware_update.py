@@ -46,7 +46,7 @@ BMC_AWAY = (BMCUnreachable, BMCTimeout, BMCServerError)
 def update_service(bmc: RedfishBMC) -> UpdateService:
     """The UpdateService of the BMC (with its SimpleUpdate ActionInfo); raises when there is
     none."""
-    path = rp.odata_id(bmc.client.root.get("UpdateService"))
+    path = bmc.client.service("UpdateService")
     if not path:
         raise BMCUnsupported("the BMC has no UpdateService: firmware cannot be updated over "
                              "Redfish", bmc=bmc.name, path="/redfish/v1")

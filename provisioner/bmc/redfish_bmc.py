@@ -106,15 +106,17 @@ class RedfishBMC(RedfishInventory):
         """The URI of the host's ComputerSystem (skipping HGX baseboards and the like)."""
         if self._system_path is None:
             root = self.client.root or self.client.get("/redfish/v1/")
-            collection = rp.odata_id(root.get("Systems"))
+            collection = self.client.service("Systems")
             if not collection and root.get("Chassis"):  # a chassis or switch controller
                 raise BMCNotFound(
-                    "the BMC offers no ComputerSystem (no Systems in its service root): it "
-                    "manages a chassis or switch, not a host", bmc=self.name, path="/redfish/v1/",
+                    "the BMC offers no ComputerSystem (no Systems in its service root, none at "
+                    "/redfish/v1/Systems): it manages a chassis or switch, not a host",
+                    bmc=self.name, path="/redfish/v1/",
                     hint="point the host's bmc.address at the host's own BMC")
             collection = collection or "/redfish/v1/Systems"
-            members = self._direct_members(
-                collection, rp.link_list(self.client.get(collection).get("Members")))
+            members = self._direct_members(collection, [
+                self.client.own_path(m)
+                for m in rp.link_list(self.client.get(collection).get("Members"))])
             if not members:
                 raise BMCNotFound("the BMC lists no ComputerSystem", bmc=self.name,
                                   path=collection)
@@ -211,11 +213,12 @@ class RedfishBMC(RedfishInventory):
 
     def reset_types(self) -> list[str]:
         """The ResetTypes this BMC allows (from the action or its ActionInfo)."""
-        action = (self.system().get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+        action = rp.obj(rp.obj(self.system().get("Actions")).get("#ComputerSystem.Reset"))
         values = rp.allowable_values(action, "ResetType")
-        if values is None and action.get("@Redfish.ActionInfo"):
+        info_link = action.get("@Redfish.ActionInfo")
+        if values is None and isinstance(info_link, str) and info_link:
             try:
-                info = self.client.get(action["@Redfish.ActionInfo"])
+                info = self.client.get(info_link)
                 values = rp.reset_types_from_action_info(info)
             except RedfishError as exc:
                 if isinstance(exc, FATAL):
@@ -223,9 +226,9 @@ class RedfishBMC(RedfishInventory):
         return values or list(DEFAULT_RESET_TYPES)
 
     def _reset_target(self) -> str:
-        action = (self.system().get("Actions") or {}).get("#ComputerSystem.Reset") or {}
+        action = rp.obj(rp.obj(self.system().get("Actions")).get("#ComputerSystem.Reset"))
         target = action.get("target")
-        if not target:
+        if not isinstance(target, str) or not target:
             raise BMCUnsupported("the system offers no ComputerSystem.Reset action",
                                  bmc=self.name, path=self.system_path())
         return str(target)
@@ -425,9 +428,8 @@ class RedfishBMC(RedfishInventory):
             return
         if media.get("Inserted") or media.get("Image"):
             self._eject(path, media)
-        actions = media.get("Actions") or {}
-        insert = (actions.get("#VirtualMedia.InsertMedia") or {}).get("target")
-        if insert:
+        insert = rp.obj(rp.obj(media.get("Actions")).get("#VirtualMedia.InsertMedia")).get("target")
+        if isinstance(insert, str) and insert:
             self.client.post(insert, {"Image": image_url, "Inserted": True,
                                       "WriteProtected": True})
         else:
@@ -455,9 +457,8 @@ class RedfishBMC(RedfishInventory):
                                   bmc=self.name, path=path)
 
     def _eject(self, path: str, media: dict[str, Any]) -> None:
-        actions = media.get("Actions") or {}
-        eject = (actions.get("#VirtualMedia.EjectMedia") or {}).get("target")
-        if eject:
+        eject = rp.obj(rp.obj(media.get("Actions")).get("#VirtualMedia.EjectMedia")).get("target")
+        if isinstance(eject, str) and eject:
             self.client.post(eject, {})
         else:
             self.client.patch(path, {"Image": None, "Inserted": False},
@@ -497,11 +498,11 @@ class RedfishBMC(RedfishInventory):
 
     def _manager_paths(self) -> list[str]:
         """The System's Managers (``Links.ManagedBy``), else the BMC's, best first."""
-        links = self.system().get("Links") or {}
+        links = rp.obj(self.system().get("Links"))
         managed_by = rp.link_list(links.get("ManagedBy"))
         if managed_by:
             return managed_by
-        collection = rp.odata_id(self.client.root.get("Managers"))
+        collection = self.client.service("Managers")
         if not collection:
             return []
         members = rp.link_list(self.client.get(collection).get("Members"))
@@ -515,7 +516,7 @@ class RedfishBMC(RedfishInventory):
         def rank(item: tuple[str, dict[str, Any] | None]) -> int:
             body = item[1] or {}
             serves = {p.rstrip("/") for p in rp.link_list(
-                (body.get("Links") or {}).get("ManagerForServers"))}
+                rp.obj(body.get("Links")).get("ManagerForServers"))}
             if me in serves:
                 return 0
             return 2 if body.get("ManagerType") == "AuxiliaryController" or not body else 1
@@ -533,10 +534,10 @@ class RedfishBMC(RedfishInventory):
             manufacturer=identity["manufacturer"][0],
             model=identity["model"][0],
             serial=identity["serial"][0],
-            uuid=_text(system.get("UUID")),
-            power_state=_text(system.get("PowerState")),
-            bios_version=_text(system.get("BiosVersion")),
-            boot_mode=_text((system.get("Boot") or {}).get("BootSourceOverrideMode")),
+            uuid=rp.text(system.get("UUID")),
+            power_state=rp.text(system.get("PowerState")),
+            bios_version=rp.text(system.get("BiosVersion")),
+            boot_mode=rp.text(rp.obj(system.get("Boot")).get("BootSourceOverrideMode")),
         )
         # Independent parts overlap on the BMC's few connections; the Manager goes first so
         # its clock is read without waiting for a connection.
@@ -581,7 +582,7 @@ class RedfishBMC(RedfishInventory):
                 "Manager", partial(self.client.get, manager_path), {}
             )
             after = datetime.now(UTC)
-            facts.bmc_firmware = _text(manager.get("FirmwareVersion"))
+            facts.bmc_firmware = rp.text(manager.get("FirmwareVersion"))
             facts.bmc_datetime = rp.parse_datetime(manager.get("DateTime"))
             facts.clock_skew_s = rp.clock_skew_s(facts.bmc_datetime, before, after)
 
@@ -613,10 +614,4 @@ class RedfishBMC(RedfishInventory):
         """Log out of the BMC."""
         self.client.close()
 
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
 

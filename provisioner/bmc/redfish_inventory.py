@@ -129,7 +129,7 @@ class RedfishInventory:
         me = self.system_path().rstrip("/")
         linked = rp.link_list(rp.obj(self.system().get("Links")).get("Chassis"))
         found: dict[str, dict[str, Any]] = {}
-        collection = rp.odata_id(self.client.root.get("Chassis"))
+        collection = self.client.service("Chassis")
         if collection:  # one request where the BMC offers $expand
             for chassis in self._each_member(collection, "chassis"):
                 found[str(chassis.get("@odata.id") or "").rstrip("/")] = chassis
@@ -233,7 +233,7 @@ class RedfishInventory:
                 out.append(NicPort(
                     id=mac.replace(":", "").upper(),  # the firmware names the port by MAC only
                     mac=mac,
-                    name=_text(option.get("DisplayName")),
+                    name=rp.text(option.get("DisplayName")),
                     source=str(option.get("@odata.id") or ""),
                     boot_options=tuple(labels),
                 ))
@@ -272,7 +272,7 @@ class RedfishInventory:
         if not devices:  # the functions' PCIeFunction links name the device in their URI
             devices = list(dict.fromkeys(
                 d for d in (rp.pcie_device_of(f) for f in functions) if d))
-        named = rp.location_from_name(_text(adapter.get("Model")), _text(adapter.get("Name")))
+        named = rp.location_from_name(rp.text(adapter.get("Model")), rp.text(adapter.get("Name")))
         known = known or {}
         unknown = [d for d in devices if d.rstrip("/") not in known]
         read = dict(zip(unknown, self._read_many(unknown, "PCIeDevice"), strict=True))
@@ -373,8 +373,8 @@ class RedfishInventory:
             return [], []
         adapter_id = str(adapter.get("Id") or "")
         location = self._adapter_location(adapter, slots, on_card, functions, known)
-        vendor = " ".join(t for t in (_text(adapter.get("Manufacturer")),
-                                      _text(adapter.get("Model"))) if t) or None
+        vendor = " ".join(t for t in (rp.text(adapter.get("Manufacturer")),
+                                      rp.text(adapter.get("Model"))) if t) or None
         out: list[NicPort] = []
         ib_ports: list[dict[str, Any]] = []
         for function in functions:
@@ -414,7 +414,7 @@ class RedfishInventory:
 
     def read_firmware(self) -> dict[str, str]:
         """Name -> version of every FirmwareInventory member."""
-        update_link = rp.odata_id(self.client.root.get("UpdateService"))
+        update_link = self.client.service("UpdateService")
         if not update_link:
             return {}
         update = self.client.get(update_link)
@@ -472,7 +472,7 @@ class RedfishInventory:
         Another host System (the other node of a two-node blade) has its own serial:
         never the host's.
         """
-        collection = rp.odata_id(self.client.root.get("Systems")) or "/redfish/v1/Systems"
+        collection = self.client.service("Systems") or "/redfish/v1/Systems"
         body = self._read(collection, "Systems") or {}
         me = self.system_path().rstrip("/")
         return [m for m in rp.link_list(body.get("Members"))
@@ -485,15 +485,11 @@ def _call(job: Callable[[], Any]) -> Any:
 
 def _identity_text(value: Any) -> str | None:
     """An identity value, treating the placeholders BMCs fill unknown fields with as absent."""
-    text = _text(value)
+    text = rp.text(value)
+    # AMI boards ship "Default string" and "To Be Filled By O.E.M." in unset FRU fields
     if text is None or text.upper() in {"N/A", "NA", "NONE", "NULL", "UNKNOWN", "0",
-                                        "TO BE FILLED BY O.E.M."}:
+                                        "TO BE FILLED BY O.E.M.", "DEFAULT STRING",
+                                        "NOT SPECIFIED", "NOT AVAILABLE"}:
         return None
     return text
 
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None

@@ -52,6 +52,15 @@ def obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def text(value: Any) -> str | None:
+    """A scalar property as text: None for a missing or empty value, and for a list, object
+    or boolean where a string belongs; control characters (a NUL in a serial) dropped."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    cleaned = "".join(ch for ch in str(value) if ch.isprintable()).strip()
+    return cleaned or None
+
+
 def items(value: Any) -> list[Any]:
     """``value`` if it is a JSON array, else an empty one."""
     return value if isinstance(value, list) else []

@@ -61,6 +61,7 @@ from provisioner.redfish.transport import (
     check_deadline,
     check_members,
     host_deadline,
+    loggable_url,
     parse_json,
     remaining_s,
 )
@@ -90,11 +91,23 @@ MEMBER_FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadli
 EXPAND_FATAL = (BMCAuthError, BMCTLSError, BMCRedirectRefused, BMCDeadline, BMCForeignLink)
 # Answers saying the query itself is not supported: stop sending $expand to this BMC.
 EXPAND_UNSUPPORTED = frozenset({400, 404, 405, 406, 501})
+_PORTS = {"http": 80, "https": 443}
 MAX_PAGES = 64  # Members@odata.nextLink pages followed (max_members bounds them too)
 DEFAULT_CONNECTIONS = 4
 T = TypeVar("T")
 R = TypeVar("R")
 __all__ = ["ClientOptions", "MemberRead", "RedfishClient", "Reply", "connect", "host_deadline"]
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """Scheme, host and port of a URL (the scheme's port when none is written)."""
+    parts = urlparse(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _PORTS.get(scheme)
+    except ValueError:  # a port that is no port
+        return None
+    return scheme, (parts.hostname or "").lower(), port
 
 
 def _links(members: Any) -> list[str]:
@@ -195,6 +208,7 @@ class RedfishClient:
         self.auth_method: str | None = None
         self.warnings: list[str] = []
         self.root: dict[str, Any] = {}
+        self._standard_links: dict[str, str | None] = {}  # service(): names the root lacks
         self._session_location: str | None = None
         self._expand: str | None = None  # the $expand value this BMC takes; '' for none
         self._expand_failures = 0
@@ -353,6 +367,34 @@ class RedfishClient:
 
         return self.map(one, paths)
 
+    def service(self, name: str) -> str | None:
+        """The service root's link to a top-level resource (``Systems``, ``Chassis``,
+        ``Managers``, ``UpdateService``...), else its standard URI if that answers; None when
+        neither. AMI BMCs (the DGX H100's) at times drop every root link until reset."""
+        link = self.root.get(name)
+        link = link.get("@odata.id") if isinstance(link, dict) else None
+        if isinstance(link, str) and link:
+            return link
+        with self._lock:
+            if name in self._standard_links:
+                return self._standard_links[name]
+        standard = f"{ROOT.rstrip('/')}/{name}"
+        found: str | None = None
+        try:
+            self.get(standard)
+        except FATAL:
+            raise
+        except RedfishError:
+            pass  # not offered: a chassis controller has no Systems
+        else:
+            found = standard
+            log.warning("%s: the service root links no %s, but %s answers: using it (a BMC "
+                        "that dropped its root links may need a reset)", self.name, name,
+                        standard)
+        with self._lock:
+            self._standard_links[name] = found
+        return found
+
     def members(self, collection: str) -> list[dict[str, Any]]:
         """Every member of a collection, in one request with ``$expand`` where the BMC offers it."""
         read = self.read_members(collection)
@@ -490,6 +532,7 @@ class RedfishClient:
         retry: bool = True,
         retry_timeouts: bool = True,
     ) -> Reply:
+        path = self.own_path(path)
         used = self._lib.get_session_key()
         try:
             return self._request_retrying(method, path, body=body, query=query,
@@ -504,6 +547,19 @@ class RedfishClient:
             return self._request_retrying(method, path, body=body, query=query,
                                           headers=headers, retry=retry,
                                           retry_timeouts=retry_timeouts)
+
+    def own_path(self, link: str) -> str:
+        """A link as a path on this BMC: an absolute URL naming the BMC itself (some write
+        their links so) is cut to its path; one naming anything else is refused, unsent."""
+        if not link.lower().startswith(("http://", "https://")):
+            return link
+        dst = urlparse(link)
+        if "@" in dst.netloc or _origin(link) != _origin(self.base_url):
+            raise BMCForeignLink(
+                f"refused to request {loggable_url(link)}: a link in the BMC's answers leads "
+                "off the BMC; nothing was sent", bmc=self.name, path=dst.path,
+                hint="the BMC's Redfish service is broken or tampered with: check its firmware")
+        return dst.path + (f"?{dst.query}" if dst.query else "")
 
     def _request_retrying(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
@@ -36,10 +37,10 @@ _MARKERS: tuple[tuple[str, str], ...] = (
 def detect_vendor(root: dict[str, Any], system: dict[str, Any]) -> str | None:
     """The vendor key for a BMC from the System's Manufacturer, then the service root."""
     texts = [
-        str(system.get("Manufacturer") or ""),
-        str(root.get("Vendor") or ""),
-        " ".join((root.get("Oem") or {}).keys()),
-        " ".join((system.get("Oem") or {}).keys()),
+        rp.text(system.get("Manufacturer")) or "",
+        rp.text(root.get("Vendor")) or "",
+        " ".join(_keys(root.get("Oem"))),
+        " ".join(_keys(system.get("Oem"))),
     ]
     for text in texts:
         low = text.lower()
@@ -51,6 +52,11 @@ def detect_vendor(root: dict[str, Any], system: dict[str, Any]) -> str | None:
         if low.startswith("hp"):
             return "hpe"
     return None
+
+
+def _keys(oem: Any) -> list[str]:
+    """The keys of an ``Oem`` object (a BMC may send a list or string there)."""
+    return [str(key) for key in oem] if isinstance(oem, dict) else []
 
 
 def vendor_class(vendor: str | None) -> type[RedfishBMC]:

@@ -68,7 +68,7 @@ class DellBMC(RedfishBMC):
             self.warnings.append("no Bios resource: network boot port left as configured")
             return
         bios = self.client.get(bios_link)
-        attrs = bios.get("Attributes") or {}
+        attrs = rp.obj(bios.get("Attributes"))
         if attrs.get("BootMode") not in (None, "Uefi"):
             self.warnings.append(
                 f"BIOS BootMode is {attrs.get('BootMode')}: PxeDev/HttpDev attributes only "
@@ -92,7 +92,7 @@ class DellBMC(RedfishBMC):
         if not diff:
             return
         settings = rp.odata_id(
-            (bios.get("@Redfish.Settings") or {}).get("SettingsObject")
+            rp.obj(bios.get("@Redfish.Settings")).get("SettingsObject")
         ) or bios_link.rstrip("/") + "/Settings"
         job = self._apply_bios(settings, diff)
         # The job runs during POST: power on, or restart a running host.
@@ -146,7 +146,7 @@ class DellBMC(RedfishBMC):
                 if not (_is_already_committed(exc) or _is_job_running(exc)) or attempt:
                     raise
                 existing = self._pending_bios_job()
-                pending = self.client.get(settings).get("Attributes") or {}
+                pending = rp.obj(self.client.get(settings).get("Attributes"))
                 if existing and all(pending.get(k) == v for k, v in diff.items()):
                     log.info("%s: reusing scheduled BIOS job %s", self.name, existing)
                     return existing

@@ -246,6 +246,23 @@ def test_dgx_h100_log_service_listed_among_systems_is_not_taken_for_the_host(tmp
     assert not any("host Systems" in w for w in bmc.warnings)
 
 
+def test_dgx_h100_root_without_its_links_still_gives_every_fact(tmp_path, caplog):
+    # Written here, after nv-redfish's note that this BMC at times drops every link of its
+    # service root until it is reset: the standard URIs (DSP0266) are read instead.
+    _bmc, want = discover(tree("dgx-h100"), tmp_path)
+    root = tmp_path / "tree"
+    shutil.copytree(tree("dgx-h100"), root)
+    doc = json.loads((root / "index.json").read_text())
+    for key in ("Systems", "Chassis", "Managers", "UpdateService", "Registries"):
+        doc.pop(key, None)
+    (root / "index.json").write_text(json.dumps(doc))
+    _bmc, got = discover(root, tmp_path)
+    assert got.serial == want.serial and got.provisioning_mac == want.provisioning_mac
+    assert got.firmware == want.firmware and len(got.firmware) >= 60
+    assert got.bmc_firmware == want.bmc_firmware and got.nics == want.nics
+    assert "the service root links no Systems, but /redfish/v1/Systems answers" in caplog.text
+
+
 def test_lenovo_ocp_ports_are_onboard_and_their_link_is_read(tmp_path):
     _bmc, facts = discover(tree("lenovo"), tmp_path)
     ports = explained(facts)
