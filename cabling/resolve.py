@@ -14,8 +14,9 @@ from cabling.ports import director_port
 _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IGNORECASE)
 # A fresh switch's description is its ASIC or model and vendor ("Quantum Mellanox Technologies",
 # "SwitchIB Mellanox Technologies", "Infiniscale-IV Mellanox Technologies", "ISR9024 Voltaire",
-# "Voltaire 4036 - 36 QDR ports switch"): not a name, even when no other switch shares it.
-_GENERIC_SWITCH = re.compile(r"Mellanox Technologies|^MT\d+\b|\bVoltaire\b|\bNVIDIA\b|^\s*$", re.IGNORECASE)
+# "Voltaire 4036 - 36 QDR ports switch", "Sun DCS 36 QDR switch localhost"): not a name, even when
+# no other switch shares it.
+_GENERIC_SWITCH = re.compile(r"Mellanox Technologies|^MT\d+\b|\bVoltaire\b|\bNVIDIA\b|^Sun DCS\b|^\s*$", re.IGNORECASE)
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 

@@ -180,7 +180,7 @@ def test_sharp_aggregation_node_seen_only_as_a_peer_is_not_a_switch(text):
 
 @pytest.mark.parametrize("desc", [
     "Quantum Mellanox Technologies", "SwitchIB Mellanox Technologies", "Infiniscale-IV Mellanox Technologies",
-    "ISR9024 Voltaire",
+    "ISR9024 Voltaire", "Sun DCS 36 QDR switch localhost",  # the last: junousi ibtopotool tests/4.topo
 ])
 def test_unique_vendor_default_switch_description_falls_back_to_its_guid(desc):
     from cabling.asbuilt import as_built
