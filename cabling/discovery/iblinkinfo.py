@@ -18,15 +18,16 @@ from cabling.errors import CablingInputError
 from cabling.speeds import speed_from_lane_gbps
 from cabling.textio import read_text
 
-_SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]+)\s*(.*?):?\s*$")
+# GUIDs are 64 bits: a 17th hex digit leaves the line unread (an error naming it), never a GUID.
+_SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s*(.*?):?\s*$")
 _CA_HEADER = re.compile(r"^CA:\s+(.*?):?\s*$")
 # "( 4X 53.125 Gbps Active/  LinkUp)", "( 4X 10.0 Gbps (FDR10) Active/ LinkUp)", "( Down/ Polling)"
 _LINK = re.compile(
     r"==\(\s*(?:(\d+)X\s+([\d.]+)\s+Gbps\s+(?:\(?(FDR10)\)?\s+)?)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
 )
-_LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]+)\s+)?(?:\"\s*(.*?)\"\s+)?(\d{1,9})\s+(\d{1,9})\[[^\]]*\]\s*$")
+_LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s+)?(?:\"\s*(.*?)\"\s+)?(\d{1,9})\s+(\d{1,9})\[[^\]]*\]\s*$")
 _REMOTE = re.compile(
-    r'^\s*(?:0x([0-9a-fA-F]+)\s+)?(?:(\d{1,9})\s+(\d{1,9})\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
+    r'^\s*(?:0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s+)?(?:(\d{1,9})\s+(\d{1,9})\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
 )
 # A CA's node description is "<host> <hca>" (rdma-ndd's default "%h %d").
 _CA_DESC = re.compile(r"^\S+ (?:mlx\d+_\d+|HCA-\d+|ib\S+|hfi\d+_\d+|bnxt_re\d+|irdma\d+)$")

@@ -244,3 +244,20 @@ def test_import_warns_of_a_guid_named_twice(tmp_path):
     r = _cli("import", "--ibnetdiscover", str(topo), "--node-name-map", str(nnm), "-o", str(tmp_path / "a.yaml"))
     assert r.exit_code == 0 and "m.map:2: GUID 0xf4521403001165a0 is named again" in r.output
     assert "name: first" in (tmp_path / "a.yaml").read_text()
+
+
+_PORT_LINE = ("           3    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>  {peer}  20    1[  ] "
+              '"cu07 HCA-1" ( )\n')
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("Switch: 0x10c42a103008982a4 MF0;qm1:MQM8700/U1:\n" + _PORT_LINE.format(peer="0x946dae0300000101"), 1),
+    ("Switch: 0x0c42a103008982a4 MF0;qm1:MQM8700/U1:\n" + _PORT_LINE.format(peer="0x1946dae0300000101"), 2),
+])
+def test_iblinkinfo_guid_of_more_than_64_bits_is_refused(text, line):
+    from cabling.discovery.iblinkinfo import parse_iblinkinfo
+
+    assert len(parse_iblinkinfo(text.replace("0x1", "0x"), "l.txt").links) == 1  # the 16-digit form reads
+    with pytest.raises(CablingInputError) as exc:
+        parse_iblinkinfo(text, "l.txt")
+    assert (exc.value.file, exc.value.line) == ("l.txt", line)
