@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import json
 import logging
 import random
 import threading
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import requests
 import requests.adapters
@@ -209,6 +210,9 @@ class RedfishClient:
         self.warnings: list[str] = []
         self.root: dict[str, Any] = {}
         self._standard_links: dict[str, str | None] = {}  # service(): names the root lacks
+        self._tokens: set[str] = set()  # every session token given: scrubbed from errors
+        self._closed = False
+        logsafe.remember(self._secret_words())
         self._session_location: str | None = None
         self._expand: str | None = None  # the $expand value this BMC takes; '' for none
         self._expand_failures = 0
@@ -309,6 +313,9 @@ class RedfishClient:
             return False
         location = reply.header("Location") or reply.body.get("@odata.id")
         location = location if isinstance(location, str) else None
+        with self._lock:
+            self._tokens.add(token)
+        logsafe.remember([token])
         self._lib.set_session_key(token)
         self._session_location = urlparse(location).path if location else None
         self.auth_method = "session"
@@ -329,6 +336,9 @@ class RedfishClient:
                     log.warning("%s: logout failed: %s", self.name, exc)
         finally:
             self._fanout.close()
+            if not self._closed:
+                self._closed = True
+                logsafe.forget(self._secret_words())
             self._session_location = None
             self._lib.set_session_key(None)
             self._lib.set_authorization_key(None)
@@ -339,7 +349,8 @@ class RedfishClient:
     def get(self, path: str, *, query: dict[str, str | None] | None = None) -> dict[str, Any]:
         """GET a resource's JSON body (an answer that is only a Redfish error is refused)."""
         body = self._request("GET", path, query=query).body
-        _refuse_error_answer(body, self.name, path)
+        with self._scrubbed():
+            _refuse_error_answer(body, self.name, path)
         return body
 
     def get_optional(self, path: str) -> dict[str, Any] | None:
@@ -532,21 +543,43 @@ class RedfishClient:
         retry: bool = True,
         retry_timeouts: bool = True,
     ) -> Reply:
-        path = self.own_path(path)
-        used = self._lib.get_session_key()
+        with self._scrubbed():
+            path = self.own_path(path)
+            used = self._lib.get_session_key()
+            try:
+                return self._request_retrying(method, path, body=body, query=query,
+                                              headers=headers, retry=retry,
+                                              retry_timeouts=retry_timeouts)
+            except BMCAuthError:
+                # A 401 on a request made with a session that worked means the session
+                # expired (a BMC reset, an idle timeout during a long BIOS job): log in
+                # again, once.
+                if not retry or self.auth_method != "session":
+                    raise
+                self._renew_session(used)
+                return self._request_retrying(method, path, body=body, query=query,
+                                              headers=headers, retry=retry,
+                                              retry_timeouts=retry_timeouts)
+
+    @contextmanager
+    def _scrubbed(self) -> Iterator[None]:
+        """Errors raised inside carry no secret this client holds, however the BMC quoted
+        it (its error messages are shown, logged and stored)."""
         try:
-            return self._request_retrying(method, path, body=body, query=query,
-                                          headers=headers, retry=retry,
-                                          retry_timeouts=retry_timeouts)
-        except BMCAuthError:
-            # A 401 on a request made with a session that worked means the session expired
-            # (a BMC reset, an idle timeout during a long BIOS job): log in again, once.
-            if not retry or self.auth_method != "session":
-                raise
-            self._renew_session(used)
-            return self._request_retrying(method, path, body=body, query=query,
-                                          headers=headers, retry=retry,
-                                          retry_timeouts=retry_timeouts)
+            yield
+        except RedfishError as exc:
+            exc.scrub(self._secret_words())
+            raise
+
+    def _secret_words(self) -> list[str]:
+        """The password (as sent in JSON, in a URL, in a basic-auth header) and every
+        session token this client was given."""
+        password = self._password.reveal()
+        basic = base64.b64encode(f"{self._username}:{password}".encode()).decode()
+        with self._lock:
+            tokens = list(self._tokens)
+        return [password, json.dumps(password)[1:-1], quote(password, safe=""), basic,
+                *tokens]
 
     def own_path(self, link: str) -> str:
         """A link as a path on this BMC: an absolute URL naming the BMC itself (some write
@@ -657,6 +690,10 @@ class RedfishClient:
         same transport (same-host only, bounded answer, host deadline) and credentials; never
         retried or redirected (the BMC may have taken the image), except once with a fresh
         session when the session expired."""
+        with self._scrubbed():
+            return self._upload(path, body, timeout_s=timeout_s)
+
+    def _upload(self, path: str, body: UploadBody, *, timeout_s: float) -> Reply:
         for attempt in (1, 2):
             used = self._lib.get_session_key()
             headers = self._lib._get_req_headers({"Content-Type": body.content_type})

@@ -6,10 +6,12 @@ and never contain credentials or session tokens.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from provisioner.exceptions import BMCError
+from provisioner.redfish import logsafe
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,19 @@ class RedfishError(BMCError):
         if self.extended:
             text += "; BMC says: " + "; ".join(str(m) for m in self.extended)
         super().__init__(text, hint=hint)
+
+    def scrub(self, secrets: Iterable[str] = ()) -> None:
+        """Replace each of ``secrets``, and every secret a client remembered, with ``***``
+        wherever the BMC's own words put one (an error quoting the password or token)."""
+        def clean(text: str) -> str:
+            return logsafe.scrub(text, secrets)
+
+        self.extended = [ExtendedMessage(clean(m.message_id), clean(m.message),
+                                         clean(m.resolution) if m.resolution else None)
+                         for m in self.extended]
+        self.message = clean(self.message)
+        self.args = (self.message,)
+        self.hint = clean(self.hint) if self.hint else self.hint
 
     def message_ids(self) -> list[str]:
         """The MessageIds of the extended info (e.g. ``Base.1.8.SessionLimitExceeded``)."""

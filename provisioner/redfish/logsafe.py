@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
+import threading
+from collections.abc import Iterable
 
 _PATTERNS = (
     # Header dumps: "X-Auth-Token: abc", "Authorization: Basic ...", also in dict reprs.
@@ -14,11 +17,46 @@ _PATTERNS = (
 )
 
 
+# Shorter "secrets" are not replaced: a 1-2 character password would mangle every message,
+# and an echo of it gives nothing away that guessing would not.
+MIN_SECRET_LEN = 3
+# The passwords and tokens of this process's open clients, in every form they are sent in,
+# counted: clients of one site share a password, and one closing must not unlist it.
+_KNOWN: collections.Counter[str] = collections.Counter()
+_KNOWN_LOCK = threading.Lock()
+
+
+def remember(secrets: Iterable[str]) -> None:
+    """Redact these wherever they appear, whatever the words around them (a BMC that quotes
+    the password or token it was sent in an error, a library's body dump), until forgotten."""
+    with _KNOWN_LOCK:
+        _KNOWN.update(s for s in secrets if len(s) >= MIN_SECRET_LEN)
+
+
+def forget(secrets: Iterable[str]) -> None:
+    """Undo one :func:`remember` of these (the client that sent them is closed)."""
+    with _KNOWN_LOCK:
+        _KNOWN.subtract(s for s in secrets if len(s) >= MIN_SECRET_LEN)
+        for word in [w for w, n in _KNOWN.items() if n <= 0]:
+            del _KNOWN[word]
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every remembered secret, and each of ``secrets``, replaced by ``***``."""
+    with _KNOWN_LOCK:
+        words = set(_KNOWN) | {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+    for word in sorted(words, key=len, reverse=True):
+        if word in text:
+            text = text.replace(word, "***")
+    return text
+
+
 def redact(text: str) -> str:
-    """Replace tokens, basic-auth values and JSON passwords in ``text``."""
+    """Replace tokens, basic-auth values and JSON passwords in ``text``, and every secret a
+    client remembered."""
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
-    return text
+    return scrub(text)
 
 
 class RedactingFilter(logging.Filter):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import requests
 
@@ -170,10 +170,21 @@ def _same_host_https(origin: str, target: str) -> bool:
     src, dst = urlsplit(origin), urlsplit(target)
     if (src.hostname or "").lower() != (dst.hostname or "").lower() or not dst.hostname:
         return False
+    try:
+        src_port, dst_port = _port(src), _port(dst)
+    except ValueError:  # a port that is no port
+        return False
     if dst.scheme == "https":
-        return True
+        # Another port of the same address may be another BMC (a chassis manager's
+        # nodes, a proxy, the lab): only the BMC's own https port, or the standard one an
+        # http origin upgrades to.
+        return dst_port == (src_port if src.scheme == "https" else 443)
     # The very origin the site file names (an http-only lab BMC) is not "elsewhere".
-    return (dst.scheme, dst.port) == (src.scheme, src.port)
+    return (dst.scheme, dst_port) == (src.scheme, src_port)
+
+
+def _port(parts: SplitResult) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 class BMCTransport(requests.Session):

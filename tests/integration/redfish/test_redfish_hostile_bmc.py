@@ -8,8 +8,10 @@ that records every request it receives. Healthy BMCs are sushy-emulator behind T
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
+import logging
 import shutil
 import ssl
 import threading
@@ -31,6 +33,7 @@ from provisioner.redfish.errors import (
     BMCForeignLink,
     BMCLimitExceeded,
     BMCRedirectRefused,
+    RedfishError,
 )
 from provisioner.redfish.transport import host_deadline
 from provisioner.secrets import Secret
@@ -141,16 +144,25 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
+        body = self.rfile.read(length)
         self.server.seen.append(("POST", self.path))
         if self.server.mode == "session-307":
             self._redirect(self.server.elsewhere + SESSIONS)
+            return
+        if self.server.mode == "echo-login":  # quotes what it was sent, as some firmware does
+            self._send(400, {"error": {"code": "Base.1.8.GeneralError", "message":
+                                       f"cannot parse {body.decode(errors='replace')}"}})
             return
         self._send(201, {"@odata.id": SESSIONS + "/1"},
                    {"X-Auth-Token": CANARY_TOKEN, "Location": SESSIONS + "/1"})
 
     def do_DELETE(self) -> None:
         self.server.seen.append(("DELETE", self.path))
+        if self.server.mode == "echo":
+            self._send(500, {"error": {"@Message.ExtendedInfo": [{
+                "MessageId": "Base.1.8.InternalError", "Message": "Session with token "
+                f"{self.headers.get('X-Auth-Token')} could not be deleted"}]}})
+            return
         self._send(204)
 
     def do_GET(self) -> None:
@@ -170,8 +182,19 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
             else:
                 self._send(200, ROOT)
             return
+        if mode == "echo-login":
+            self._send(401, {"error": {"message": "bad credentials: Authorization: "
+                                       f"{self.headers.get('Authorization')}"}})
+            return
         if self.headers.get("X-Auth-Token") != CANARY_TOKEN:
             self._send(401, {"error": {"message": "no session"}})
+            return
+        if mode == "echo":
+            self._send(500, {"error": {"code": "Base.1.8.GeneralError", "message": (
+                f"token {CANARY_TOKEN} of user {USER} with password "
+                f"{json.dumps(CANARY_PASSWORD)} failed"), "@Message.ExtendedInfo": [{
+                    "MessageId": "Base.1.8.InternalError", "Message": "internal error",
+                    "Resolution": f"log in again with {CANARY_PASSWORD}"}]}})
             return
         base = path.split("?")[0]
         if mode == "get-307" and base == "/redfish/v1/Systems":
@@ -443,3 +466,35 @@ def test_without_debug_nothing_is_logged(rack, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "/redfish/v1/ -> 200" not in result.stderr
 
+
+
+@pytest.mark.parametrize("mode", ["echo", "echo-login"])
+def test_a_bmc_quoting_the_secrets_it_was_sent_never_shows_them(tls, mode, caplog):
+    # "echo": errors quote the session token and the password; its logout failure too.
+    # "echo-login": the session POST is refused quoting its JSON body (the password), then
+    # basic auth is refused quoting the Authorization header.
+    caplog.set_level(logging.DEBUG)
+    basic = base64.b64encode(f"{USER}:{CANARY_PASSWORD}".encode()).decode()
+    with serving(HostileBMC(tls, mode)) as bmc:
+        client = client_for(bmc, tls)
+        with pytest.raises(RedfishError) as info:
+            client.login()
+            client.get("/redfish/v1/Systems")
+        client.close()
+    error = info.value
+    shown = " ".join([str(error), repr(error), *map(str, error.extended), caplog.text])
+    for secret in (CANARY_PASSWORD, CANARY_TOKEN, basic):
+        assert secret not in shown
+    assert "***" in str(error)
+
+
+def test_redirect_to_another_port_of_the_same_address_is_refused(tls):
+    # Two BMCs on one address (a port-forwarding jump host, the lab): one must not collect
+    # the other's password by redirecting the session POST to itself.
+    with serving(HostileBMC(tls, "plain")) as other, \
+            serving(HostileBMC(tls, "session-307", other.url)) as bmc:
+        client = client_for(bmc, tls)
+        with pytest.raises(BMCRedirectRefused, match=f"{other.url}{SESSIONS}"):
+            client.login()
+        client.close()
+    assert other.seen == []

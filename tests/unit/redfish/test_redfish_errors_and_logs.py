@@ -58,3 +58,26 @@ def test_filter_rewrites_records(caplog):
         logger.info("headers %s", {"X-Auth-Token": "feedface"})
     assert "feedface" not in caplog.text
     assert "<redacted>" in caplog.text
+
+
+def test_remembered_secrets_are_redacted_in_any_words_until_every_holder_forgets():
+    password = "canary-Pa55-one-of-two"
+    logsafe.remember([password, "ab"])  # too short to be worth mangling messages for
+    logsafe.remember([password])  # a second client of the same site
+    assert logsafe.redact(f"cannot parse user admin with {password}!") == \
+        "cannot parse user admin with ***!"
+    assert logsafe.redact("ab stays") == "ab stays"
+    logsafe.forget([password])
+    assert password not in logsafe.redact(password)  # the other client still holds it
+    logsafe.forget([password])
+    assert logsafe.redact(password) == password
+
+
+def test_an_error_quoting_a_secret_is_scrubbed_everywhere_it_is_shown():
+    error = BMCAuthError("POST refused", bmc="bmc1", path="/x", status=400,
+                         extended=[ExtendedMessage("Base.1.GeneralError", "bad s3cr3t-pw",
+                                                   "retry with s3cr3t-pw")],
+                         hint="s3cr3t-pw")
+    error.scrub(["s3cr3t-pw"])
+    shown = f"{error} {error!r} {error.extended} {error.hint}"
+    assert "s3cr3t-pw" not in shown and "bad ***" in str(error)

@@ -15,7 +15,14 @@ from provisioner.redfish.transport import (
 
 @pytest.mark.parametrize("origin, target, allowed", [
     ("https://10.0.0.5", "https://10.0.0.5/redfish/v1/Systems/", True),
-    ("https://10.0.0.5:443", "https://10.0.0.5:8443/x", True),  # same host, still https
+    ("https://10.0.0.5:443", "https://10.0.0.5/x", True),
+    # Another port of the address can be another BMC (a port-forwarding jump host, a
+    # chassis manager's nodes): it gets no credentials.
+    ("https://10.0.0.5:443", "https://10.0.0.5:8443/x", False),
+    ("https://10.0.0.5:8443", "https://10.0.0.5/x", False),
+    ("http://10.0.0.5:8000", "https://10.0.0.5/x", True),  # upgraded to the standard port
+    ("http://10.0.0.5", "https://10.0.0.5:9443/x", False),
+    ("https://10.0.0.5", "https://10.0.0.5:99999/x", False),  # no port at all
     ("https://BMC.example", "https://bmc.example/x", True),
     ("http://10.0.0.5", "https://10.0.0.5/x", True),  # the usual http -> https hop
     ("http://10.0.0.5:8000", "http://10.0.0.5:8000/x", True),  # the very origin named
