@@ -25,6 +25,7 @@ from provisioner.redfish.errors import (
     BMCForeignLink,
     BMCLimitExceeded,
     BMCRedirectRefused,
+    BMCTimeout,
 )
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ DEFAULT_MAX_MEMBERS = 2000
 MAX_JSON_DEPTH = 64
 MAX_INT_DIGITS = 40
 _CHUNK = 64 * 1024
+# One answer, however it trickles in (the read timeout restarts with every byte): 16 MiB at
+# 55 kB/s. Without it a BMC dripping a byte a second holds a power or boot verb for ever.
+ANSWER_WALL_S = 300.0
 
 _DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("redfish_deadline", default=None)
 
@@ -202,6 +206,7 @@ class BMCTransport(requests.Session):
         self.bmc = bmc
         self.base_url = base_url
         self.max_bytes = max_bytes
+        self.answer_wall_s = ANSWER_WALL_S
 
     def request(  # type: ignore[override]
         self,
@@ -278,8 +283,14 @@ class BMCTransport(requests.Session):
             raise too_large(f"{int(declared)} bytes")
         chunks: list[bytes] = []
         size = 0
+        give_up = time.monotonic() + self.answer_wall_s
         while True:
             check_deadline(self.bmc, path)
+            if time.monotonic() > give_up:
+                raise BMCTimeout(
+                    f"answer still arriving after {self.answer_wall_s:g}s ({size} bytes); "
+                    "given up", bmc=self.bmc, path=path,
+                    hint="check the BMC's health (reset it if it keeps dripping answers)")
             # read1 returns what has arrived, so a BMC dripping bytes still meets the deadline.
             chunk = resp.raw.read1(_CHUNK, decode_content=True)
             if not chunk:

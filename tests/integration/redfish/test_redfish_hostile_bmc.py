@@ -33,6 +33,7 @@ from provisioner.redfish.errors import (
     BMCForeignLink,
     BMCLimitExceeded,
     BMCRedirectRefused,
+    BMCTimeout,
     RedfishError,
 )
 from provisioner.redfish.transport import host_deadline
@@ -352,6 +353,17 @@ def test_a_dripping_answer_ends_at_the_host_deadline(tls):
         client.close()
     assert "1.5s allowed" in str(info.value)
     assert info.value.reason == "deadline exceeded"
+
+
+def test_a_dripping_answer_ends_without_a_deadline_too(tls):
+    # power and boot verbs run without a host deadline: one answer still has a wall time
+    # (shortened here from 300 s), however the bytes trickle in.
+    with serving(HostileBMC(tls, "drip")) as bmc:
+        client = client_for(bmc, tls)
+        client._lib._session.answer_wall_s = 1.0
+        with pytest.raises(BMCTimeout, match="answer still arriving after 1s"):
+            client.login()
+        client.close()
 
 
 # -- the whole `provision discover` ---------------------------------------------------------
