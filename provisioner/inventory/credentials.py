@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from provisioner.inventory.model import Site
 
 VAULT_PASSWORD_ENVS = ("PROVISIONER_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_PASSWORD_FILE")
+MAX_SECRET_FILE_BYTES = 64 * 1024
+MAX_VAULT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def resolve_secret(site: Site, ref: SecretRef, where: str) -> Secret:
         path = site.resolve_path(ref.file)
         _refuse_if_committable(path, where)
         try:
-            raw = path.read_bytes()
+            raw = read_small_file(path, MAX_SECRET_FILE_BYTES, "secret file", where)
         except FileNotFoundError:
             raise CredentialError(
                 f"secret file {path} does not exist ({where})",
@@ -73,6 +76,22 @@ def resolve_secret(site: Site, ref: SecretRef, where: str) -> Secret:
             ) from None
     assert ref.vault and ref.key  # guaranteed by SecretRef's validator
     return Secret(_read_vault(site.resolve_path(ref.vault), ref.key, where))
+
+
+def read_small_file(path: Path, limit: int, what: str, where: str) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them: a secret path pointing at
+    /dev/zero, a FIFO or a huge file is refused instead of read forever."""
+    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for one.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CredentialError(f"{what} {path} is not a regular file ({where})",
+                                  hint="point it at a file holding the secret")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise CredentialError(f"{what} {path} is over {limit // 1024} KiB ({where})",
+                              hint="a secret file holds one password on one line")
+    return data
 
 
 def _refuse_if_committable(path: Path, where: str) -> None:
@@ -116,8 +135,9 @@ def _read_vault(path: Path, key: str, where: str) -> str:
             "holding the vault password",
         )
     try:
-        password = Path(pw_file).expanduser().read_bytes().strip()
-        blob = path.read_bytes()
+        password = read_small_file(Path(pw_file).expanduser(), MAX_SECRET_FILE_BYTES,
+                                   "vault password file", where).strip()
+        blob = read_small_file(path, MAX_VAULT_BYTES, "vault", where)
     except OSError as exc:
         raise CredentialError(f"cannot read {exc.filename}: {exc.strerror} ({where})") from None
     vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(password))])

@@ -6,6 +6,7 @@ Every error names the file, the line and the key, and says how to fix it.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -540,6 +541,11 @@ def _plan_slot(ctx: _Context, slot: _Slot, name: str, net: Network) -> IPAddress
     return pool.nth(n)
 
 
+# RFC 1123 labels (underscores too: some sites' internal names have them), 253 at most.
+_HOST_NAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+
+
 def _bmc_address(
     ctx: _Context, slot: _Slot, name: str, bmc: BMCSpec, addresses: dict[str, IPAddress]
 ) -> str:
@@ -562,7 +568,14 @@ def _bmc_address(
                 f"BMC address {ip} is not inside the bmc network {networks['bmc'].cidr}",
             )
     except (AddrFormatError, ValueError):
-        pass  # a DNS name is fine for a BMC
+        # A DNS name is fine for a BMC; anything else would end up inside the BMC's URL.
+        if not _HOST_NAME.fullmatch(bmc.address):
+            raise ctx.lines.error(
+                (*slot.path, "bmc", "address"),
+                f"BMC address {bmc.address!r} is neither an IP address nor a host name",
+                hint="give the BMC's IP address or DNS name only: no scheme, port, path or "
+                "user (the port goes in bmc.port)",
+            ) from None
     return bmc.address
 
 

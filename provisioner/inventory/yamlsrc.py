@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ Path_ = tuple[str | int, ...]
 # Aliases let a few lines stand for billions of values ("billion laughs"); a real site file
 # repeats a block a few dozen times. Past this many values added by aliases the file is refused.
 ALIAS_EXPANSION_LIMIT = 1_000_000
+# A 10,000-host site with per-host overrides is a few MiB; parsing 16 MiB takes ~300 MB.
+MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
 class LineMap:
@@ -186,10 +190,26 @@ def _char(character: object) -> str:
     return f"U+{character:04X}" if isinstance(character, int) else repr(character)
 
 
+def _read_bounded(file: Path) -> bytes:
+    """A regular file of at most MAX_FILE_BYTES: a path to /dev/zero, a FIFO or a huge
+    file is refused rather than read until memory or patience runs out."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InventoryError("not a regular file", file=str(file),
+                                 hint="point at the YAML file itself")
+        raw = handle.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise InventoryError(
+            f"over {MAX_FILE_BYTES // (1024 * 1024)} MiB: not an inventory file",
+            file=str(file), hint="split the site, or check the path")
+    return raw
+
+
 def read_text(file: Path) -> str:
     """The text of an inventory file; unreadable or non-UTF-8 files are an InventoryError."""
     try:
-        raw = file.read_bytes()
+        raw = _read_bounded(file)
     except FileNotFoundError:
         raise InventoryError(
             "file not found", file=str(file), hint="create it or check the site name/path"

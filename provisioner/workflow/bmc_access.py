@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.redfish_bmc import RedfishBMC
@@ -46,6 +47,14 @@ def client_options(site: Site, host: Host, *, connections: int | None = None
         retries=redfish.retries,
         connections=min(redfish.connections, connections or redfish.connections),
     )
+
+
+def check_credentials(site: Site, hosts: Sequence[Host]) -> None:
+    """Resolve each credentials reference these hosts use, once, before any BMC is asked:
+    one that cannot be (a variable not set, a missing file) is bad input for the whole run,
+    not a failure of each host."""
+    for ref in sorted({host.bmc.credentials for host in hosts}):
+        resolve_credentials(site, ref)
 
 
 def open_bmc(site: Site, host: Host, *, connections: int | None = None) -> RedfishBMC:

@@ -12,7 +12,7 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.state import StateStore
-from provisioner.workflow.bmc_access import open_bmc
+from provisioner.workflow.bmc_access import check_credentials, open_bmc
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ def run_on_hosts(
 
     if not hosts:
         return []
+    if opener is open_bmc:
+        check_credentials(site, hosts)
     parallel = max_parallel or site.settings.redfish.max_parallel
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
         return list(pool.map(one, hosts))
@@ -91,6 +93,8 @@ def run_per_host(
     opener: Callable[[Site, Host], RedfishBMC] = open_bmc,
 ) -> list[ActionResult]:
     """:func:`run_on_hosts` for an operation that also needs the inventory host it acts on."""
+    if opener is open_bmc:
+        check_credentials(site, hosts)
     owner: dict[int, Host] = {}
 
     def open_(s: Site, host: Host) -> RedfishBMC:

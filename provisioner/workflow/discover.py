@@ -20,7 +20,7 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.redfish.client import host_deadline
 from provisioner.state import NodeState, StateStore
-from provisioner.workflow.bmc_access import open_bmc
+from provisioner.workflow.bmc_access import check_credentials, open_bmc
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,9 @@ def discover_all(
 
 def site_targets(site: Site, hosts: Sequence[Host], max_parallel: int | None = None
                  ) -> list[DiscoveryTarget]:
-    """Discovery targets for inventory hosts (credentials resolved when each one opens)."""
+    """Discovery targets for inventory hosts; raises when a credentials reference they use
+    cannot be resolved (each host's credentials are read again when it opens)."""
+    check_credentials(site, hosts)
     redfish = site.settings.redfish
     in_flight = min(len(hosts), max_parallel or redfish.max_parallel)
     per_bmc = connections_per_bmc(redfish.connections, in_flight)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -113,3 +114,22 @@ def test_a_vault_holding_an_alias_bomb_is_refused(tmp_path: Path, monkeypatch: p
     with pytest.raises(CredentialError, match="does not hold valid YAML") as e:
         resolve_credentials(site, "idrac")
     assert "hunter2-canary" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "huge"])
+def test_a_secret_path_that_is_no_small_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    # /dev/zero would be read until memory runs out; a FIFO without a writer waits forever.
+    secret = tmp_path / "bmc.password"
+    if kind == "dev-zero":
+        secret.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(secret)
+    elif kind == "directory":
+        secret.mkdir()
+    else:
+        secret.write_bytes(b"x" * (64 * 1024 + 1))
+    site = load_site(site_with_password(tmp_path, f"{{file: {secret}}}"))
+    want = {"huge": "is over 64 KiB", "directory": "Is a directory"}.get(
+        kind, "is not a regular file")
+    with pytest.raises(CredentialError, match=want):
+        resolve_credentials(site, "idrac")

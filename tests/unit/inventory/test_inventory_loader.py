@@ -10,6 +10,7 @@ import pytest
 
 from provisioner.exceptions import InventoryError
 from provisioner.inventory import load_site
+from provisioner.inventory.yamlsrc import load_yaml
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
 
@@ -286,3 +287,39 @@ def test_a_recursive_alias_is_an_error_not_a_hang(tmp_path: Path) -> None:
     site.write_text("site: loop\nracks: &r [*r]\n")
     with pytest.raises(InventoryError):
         load_site(site)
+
+
+@pytest.mark.parametrize("address", [
+    '"a b/c@d"', '"https://10.11.0.200:1/x"', '"evil.example@10.11.0.200"', '""',
+    '"10.11.0.200\\nHost: x"', '"::1]:9/x"', "bmc." + "x" * 64 + ".example"])
+def test_a_bmc_address_that_is_no_ip_or_host_name_is_refused(tmp_path: Path, address: str
+                                                             ) -> None:
+    # Each would have been pasted into the BMC's URL (and the user@host form hands the
+    # credentials' request to another host).
+    path = broken_copy(tmp_path, "      - u: 5\n",
+                       f"      - u: 5\n        bmc: {{address: {address}}}\n")
+    with pytest.raises(InventoryError, match="neither an IP address nor a host name") as exc:
+        load_site(path)
+    assert f"{path}:{line_of(path, 'bmc: {address:')}" in str(exc.value)
+    assert "bmc.address" in str(exc.value)
+
+
+def test_a_bmc_host_name_is_fine(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "      - u: 5\n",
+                       "      - u: 5\n        bmc: {address: gpu-r01-u05-bmc.mgmt.example}\n")
+    assert load_site(path).host("gpu-r01-u05").bmc.address == "gpu-r01-u05-bmc.mgmt.example"
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "huge"])
+def test_a_site_path_that_is_no_small_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    site = tmp_path / "site.yml"
+    if kind == "dev-zero":
+        site.symlink_to("/dev/zero")
+    else:
+        site.write_bytes(b"# padding\n" * (2 * 1024 * 1024))  # 20 MiB of comments
+    want = "not a regular file" if kind == "dev-zero" else "over 16 MiB"
+    with pytest.raises(InventoryError, match=want):
+        load_yaml(site)  # load_site looks only for regular files; any other YAML read is here
+    if kind == "huge":
+        with pytest.raises(InventoryError, match=want):
+            load_site(site)

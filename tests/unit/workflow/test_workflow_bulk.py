@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from provisioner.exceptions import CredentialError, ExitCode
+from provisioner.inventory import load_site
 from provisioner.state import StateStore
-from provisioner.workflow.bulk import ActionResult, record_outcomes
+from provisioner.workflow.bulk import ActionResult, record_outcomes, run_on_hosts
+from provisioner.workflow.discover import site_targets
 
 
 def test_each_outcome_is_an_event_in_its_hosts_history(tmp_path: Path) -> None:
@@ -19,3 +24,17 @@ def test_each_outcome_is_an_event_in_its_hosts_history(tmp_path: Path) -> None:
     (b,) = [e for e in store.events("b") if e.kind == "power"]
     assert (a.message, a.data) == ("power on: ok", None)
     assert (b.message, b.data) == ("power on: BMCAuthError", {"error": "401 from the BMC"})
+
+
+def test_credentials_that_cannot_be_resolved_stop_the_run_before_any_bmc(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The example's BMCs (10.11.0.x) are nowhere: asking one would time out, not raise.
+    monkeypatch.delenv("PROVISIONER_BMC_PASSWORD", raising=False)
+    site = load_site("example")
+    hosts = list(site.hosts[:3])
+    asked: list[str] = []
+    with pytest.raises(CredentialError, match="PROVISIONER_BMC_PASSWORD is not set"):
+        run_on_hosts(site, hosts, lambda bmc: asked.append("op") or "")
+    with pytest.raises(CredentialError, match="PROVISIONER_BMC_PASSWORD is not set"):
+        site_targets(site, hosts)
+    assert asked == [] and CredentialError.exit_code == ExitCode.BAD_INPUT
