@@ -56,7 +56,10 @@ def run_on_hosts(
             reason = str(getattr(exc, "reason", None) or type(exc).__name__)
             return ActionResult(host.name, reason=reason, error=str(exc))
         except Exception as exc:  # one host's surprise must not stop the others
-            log.exception("operation on %s failed unexpectedly", host.name)
+            # One line for the user; the traceback (for a bug report) only with --debug.
+            log.error("operation on %s failed unexpectedly: %s (run with --debug for the "
+                      "traceback)", host.name, type(exc).__name__)
+            log.debug("traceback of the operation on %s", host.name, exc_info=True)
             return ActionResult(host.name, reason="internal error",
                                 error=f"{type(exc).__name__}: {exc}")
         finally:

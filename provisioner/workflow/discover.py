@@ -101,7 +101,10 @@ def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
         result.reason = str(getattr(exc, "reason", None) or type(exc).__name__)
         result.error = str(exc)
     except Exception as exc:  # one host's surprise must not sink the rack
-        log.exception("discovery of %s failed unexpectedly", target.name)
+        # One line for the user; the traceback (for a bug report) only with --debug.
+        log.error("discovery of %s failed unexpectedly: %s (run with --debug for the "
+                  "traceback)", target.name, type(exc).__name__)
+        log.debug("traceback of %s's discovery", target.name, exc_info=True)
         result.reason = REASON_BUG
         result.error = f"{type(exc).__name__}: {exc}"
     finally:

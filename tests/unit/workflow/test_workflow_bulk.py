@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,24 @@ def test_credentials_that_cannot_be_resolved_stop_the_run_before_any_bmc(
     with pytest.raises(CredentialError, match="PROVISIONER_BMC_PASSWORD is not set"):
         site_targets(site, hosts)
     assert asked == [] and CredentialError.exit_code == ExitCode.BAD_INPUT
+
+
+def test_a_surprise_on_one_host_is_one_log_line_and_its_result(
+        caplog: pytest.LogCaptureFixture) -> None:
+    site = load_site("example")
+    hosts = list(site.hosts[:2])
+
+    class Fake:
+        warnings: list[str] = []
+
+        def close(self) -> None:
+            pass
+
+    def op(bmc: object) -> str:
+        raise RuntimeError("a bug")
+
+    caplog.set_level(logging.INFO)
+    results = run_on_hosts(site, hosts, op, opener=lambda s, h: Fake())  # type: ignore[arg-type,return-value]
+    assert [r.reason for r in results] == ["internal error"] * 2
+    assert results[0].error == "RuntimeError: a bug"
+    assert "Traceback" not in caplog.text and "failed unexpectedly: RuntimeError" in caplog.text
