@@ -16,7 +16,9 @@ _GENERIC_CA = re.compile(r"^MT\d+\b|Mellanox Technologies|ConnectX|^\s*$", re.IG
 # "SwitchIB Mellanox Technologies", "Infiniscale-IV Mellanox Technologies", "ISR9024 Voltaire",
 # "Voltaire 4036 - 36 QDR ports switch", "Sun DCS 36 QDR switch localhost"): not a name, even when
 # no other switch shares it.
-_GENERIC_SWITCH = re.compile(r"Mellanox Technologies|^MT\d+\b|\bVoltaire\b|\bNVIDIA\b|^Sun DCS\b|^\s*$", re.IGNORECASE)
+# The vendor words stand alone: "nvidia-sw01" or "voltaire_core1" is a name someone chose.
+_GENERIC_SWITCH = re.compile(r"Mellanox Technologies|^MT\d+\b|(?<!\S)(?:Voltaire|NVIDIA)(?!\S)"
+                             r"|^Sun DCS\b|^\s*$", re.IGNORECASE)
 _BLADE = re.compile(r"^(?:[^/]*/)?([LS])(\d+)/U(\d+)$", re.IGNORECASE)
 
 

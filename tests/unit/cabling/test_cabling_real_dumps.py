@@ -197,6 +197,12 @@ def test_configured_switch_name_is_kept():
     assert resolve(fab).names["f4521403001165a0"].device == "ib5"
 
 
+@pytest.mark.parametrize("desc", ["nvidia-leaf01", "voltaire_core1"])
+def test_a_host_name_holding_a_vendor_word_is_a_name(desc):
+    text = _LEAF.format(r1="4xQDR", r2="4xQDR").replace("MF0;ib5:SX6036/U1", desc)
+    assert resolve(parse_ibnetdiscover(text, "x.txt")).names["f4521403001165a0"].device == desc
+
+
 @pytest.mark.parametrize("name", ["core sw", "sw=1", "a,b", "sw#1", "sw[1]"])
 def test_slurm_topology_refuses_a_name_slurm_cannot_read(name):
     from cabling.slurm import slurm_topology
