@@ -125,8 +125,9 @@ class RedfishBMC(RedfishInventory):
         return self._system_path
 
     def _direct_members(self, collection: str, members: list[str]) -> list[str]:
-        """The members that are Systems: the collection's own children. The DGX H100 BMC
-        also lists ``Systems/HGX_Baseboard_0/LogServices/FDR`` there, a log service."""
+        """The members of a top-level collection (Systems, Managers) that are its own
+        children. The DGX H100 BMC also lists ``Systems/HGX_Baseboard_0/LogServices/FDR``
+        among its Systems (and, NVIDIA records, strays among its Managers)."""
         def folder(link: str) -> str:
             return urlsplit(link).path.rstrip("/").casefold()
 
@@ -135,7 +136,7 @@ class RedfishBMC(RedfishInventory):
         if not direct:
             return members  # paths this BMC writes its own way: nothing to tell them by
         if len(direct) < len(members):
-            log.info("%s: ignoring %d member(s) of %s that are not Systems: %s", self.name,
+            log.info("%s: ignoring %d member(s) of %s that are not its own: %s", self.name,
                      len(members) - len(direct), collection,
                      ", ".join(m for m in members if m not in direct)[:300])
         return direct
@@ -505,7 +506,8 @@ class RedfishBMC(RedfishInventory):
         collection = self.client.service("Managers")
         if not collection:
             return []
-        members = rp.link_list(self.client.get(collection).get("Members"))
+        members = self._direct_members(
+            collection, rp.link_list(self.client.get(collection).get("Members")))
         if len(members) < 2:
             return members
         # Without ManagedBy the collection order says nothing: a blade lists its mezzanine

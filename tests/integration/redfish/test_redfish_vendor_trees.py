@@ -246,6 +246,27 @@ def test_dgx_h100_log_service_listed_among_systems_is_not_taken_for_the_host(tmp
     assert not any("host Systems" in w for w in bmc.warnings)
 
 
+def test_dgx_h100_stray_entry_among_managers_is_not_read_as_the_bmc(tmp_path):
+    # Written here, after nv-redfish's filter of this BMC's Managers collection: a System
+    # without ManagedBy, and a log service listed first among the Managers.
+    _bmc, want = discover(tree("dgx-h100"), tmp_path)
+    root = tmp_path / "tree"
+    shutil.copytree(tree("dgx-h100"), root)
+    system = json.loads((root / "Systems" / "DGX" / "index.json").read_text())
+    del system["Links"]["ManagedBy"]
+    (root / "Systems" / "DGX" / "index.json").write_text(json.dumps(system))
+    stray = "/redfish/v1/Managers/BMC/LogServices/SEL"
+    listing = json.loads((root / "Managers" / "index.json").read_text())
+    listing["Members"].insert(0, {"@odata.id": stray})
+    (root / "Managers" / "index.json").write_text(json.dumps(listing))
+    (root / stray.removeprefix("/redfish/v1/")).mkdir(parents=True, exist_ok=True)
+    (root / stray.removeprefix("/redfish/v1/") / "index.json").write_text(json.dumps({
+        "@odata.id": stray, "@odata.type": "#LogService.v1_1_3.LogService", "Id": "SEL",
+        "Name": "SEL", "DateTime": "2001-01-01T00:00:00+00:00"}))
+    _bmc, got = discover(root, tmp_path)
+    assert want.bmc_firmware and got.bmc_firmware == want.bmc_firmware
+
+
 def test_dgx_h100_root_without_its_links_still_gives_every_fact(tmp_path, caplog):
     # Written here, after nv-redfish's note that this BMC at times drops every link of its
     # service root until it is reset: the standard URIs (DSP0266) are read instead.
