@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.dcgm_diag import (
+    RC_ISOLATE_ERROR,
+    DiagReport,
+    ShapeError,
+    find_document,
+    parse_diag,
+)
 from provisioner.health.errors import ParseError
 from provisioner.health.model import CheckResult, RemedyKind, Status
 from provisioner.health.nvlink import (
@@ -486,29 +492,57 @@ def check_docker_gpu(ctx: Context) -> CheckResult:
                   observed={"gpus_seen": len(listed)})
 
 
+def _lines(text: str, head: bool = True, n: int = 5) -> list[str]:
+    """A few lines of a section as evidence, each cut short (one hostile line can be 1 MB)."""
+    lines = text.splitlines()
+    return [ln[:200] for ln in (lines[:n] if head else lines[-n:])]
+
+
+def _diag_verdict(cid: str, report: DiagReport, rc: int, level: int) -> CheckResult:
+    """Judge by the results: they name the GPU and test; the exit status only says "something"."""
+    observed = {"failures": report.failures, "warnings": report.warnings, "rc": rc,
+                "results": report.results, "version": report.version}
+    if report.failures:
+        # A failing result fails the host whatever the exit status (0 included).
+        return result(cid, Status.FAIL, f"dcgmi diag: {len(report.failures)} failing test result(s)",
+                      observed=observed, remedy=RemedyKind.REPAIR,
+                      part=", ".join(dict.fromkeys(report.entities)) or "GPU(s) named in the evidence",
+                      detail="DCGM entity ids are NVML indexes (nvidia-smi order)",
+                      evidence=report.failures)
+    if rc not in (0, RC_ISOLATE_ERROR):
+        return result(cid, Status.ERROR, f"dcgmi diag exited {rc} but no test result failed: "
+                      "cannot judge", observed=observed, evidence=report.warnings)
+    # 205 (DCGM_ST_NVVS_ISOLATE_ERROR) with every result passing: the results win, said so.
+    note = f" (exit {rc} ignored: every test result passed)" if rc else ""
+    if report.warnings:
+        return result(cid, Status.WARN, f"dcgmi diag: {len(report.warnings)} warning(s){note}",
+                      observed=observed, evidence=report.warnings)
+    return result(cid, Status.PASS, f"dcgmi diag -r {level} passed{note}", observed=observed)
+
+
 def check_dcgm_diag(ctx: Context) -> CheckResult:
-    """``dcgmi diag -r LEVEL`` (--deep; settings.health.dcgm_diag_level): every test passes."""
+    """``dcgmi diag -r LEVEL -j`` (--deep; settings.health.dcgm_diag_level), DCGM 3.x or 4.x:
+    every test result passes."""
     cid = "gpu.dcgm_diag"
     if ctx.expect.gpus == 0:
         return not_applicable(cid, NO_GPUS)
     sec = ctx.section("dcgm_diag")
     if sec is None or sec.missing:
         return missing_tool(cid, "dcgmi (DCGM)")
-    try:
-        doc = json.loads(sec.text[sec.text.index("{"):])
-    except ValueError:
+    doc = find_document(sec.text)
+    if doc is None:
         return result(cid, Status.ERROR, f"dcgmi diag printed no JSON (exit {sec.rc})",
-                      evidence=sec.text.splitlines()[-5:])
-    failures: list[str] = []
-    for cat in doc.get("DCGM GPU Diagnostic", {}).get("test_categories", []):
-        for test in cat.get("tests", []):
-            for res in test.get("results", []):
-                if str(res.get("status", "")).lower() == "fail":
-                    gpu = res.get("gpu_id", res.get("entity_id", "?"))
-                    info = res.get("warnings") or res.get("info") or ""
-                    failures.append(f"{test.get('name')}: GPU {gpu} {info}".strip())
-    if failures or sec.rc != 0:
-        return result(cid, Status.FAIL, f"dcgmi diag: {len(failures)} failing test result(s)",
-                      observed={"failures": failures, "rc": sec.rc}, remedy=RemedyKind.REPAIR,
-                      part="GPU(s) named in the evidence", evidence=failures)
-    return result(cid, Status.PASS, f"dcgmi diag -r {ctx.expect.settings.dcgm_diag_level} passed")
+                      evidence=_lines(sec.text, head=False))
+    try:
+        report = parse_diag(doc)
+    except ShapeError as exc:
+        return result(cid, Status.ERROR, f"cannot judge dcgmi diag output: {exc}",
+                      observed={"rc": sec.rc}, evidence=_lines(sec.text))
+    if report.runtime_error:
+        return result(cid, Status.ERROR, f"dcgmi diag did not run: {report.runtime_error}",
+                      observed={"rc": sec.rc, "version": report.version})
+    if report.results == 0:
+        return result(cid, Status.ERROR, "dcgmi diag reported no test result: cannot judge",
+                      observed={"rc": sec.rc, "version": report.version},
+                      evidence=_lines(sec.text))
+    return _diag_verdict(cid, report, sec.rc, ctx.expect.settings.dcgm_diag_level)
