@@ -11,6 +11,13 @@ between driver branches, so lookups try each known spelling and ignore case and 
 | ECC counters | "Single Bit"/"Double Bit" sections (Volta), "SRAM/DRAM (Un)correctable" (Ampere+), |
 |  | "SRAM Uncorrectable Parity" / "SRAM Uncorrectable SEC-DED" (550+) |
 | reset status | "GPU Reset Status" (550+; absent before) |
+| module id | "Module ID" (<= 560), "Platform Info" > "Module Id" (565+) |
+
+A GPU the driver cannot query prints an error string instead of a value ("GPU requires reset",
+"Unknown Error", "ERR!", bracketed or not). Those are never read as values: a judged field
+holding one is recorded in ``Gpu.errors`` so the checks ask for a reset naming the GPU instead
+of judging "ECC off" or "wrong model". Fields no check judges may say "Unknown Error" on healthy
+GPUs (535 prints "Addressing Mode : Unknown Error" on RTX 4090s) and are ignored.
 """
 
 from __future__ import annotations
@@ -25,7 +32,21 @@ Tree = dict[str, Any]
 
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _LEAF = re.compile(r"^(?P<key>[^:]+?)\s*:\s?(?P<value>.*)$")
-_NA = {"N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", ""}
+_NA = {"N/A", "[N/A]", "Not Supported", "[Not Supported]", ""}
+# NVML errors as nvidia-smi prints them in place of a value (nvmlErrorString, "ERR!" in tables).
+_ERRORS = {"gpu requires reset", "unknown error", "err!", "gpu is lost"}
+# Top-level sections of a GPU block that some check judges; an error string there matters.
+JUDGED_SECTIONS = ("Product Name", "Serial Number", "GPU UUID", "VBIOS Version", "ECC Mode",
+                   "ECC Errors", "Remapped Rows", "GPU Reset Status")
+
+
+def is_error_value(value: Any) -> bool:
+    """Whether nvidia-smi printed an NVML error instead of a value ("[GPU requires reset]")."""
+    return isinstance(value, str) and value.strip().strip("[]").strip().lower() in _ERRORS
+
+
+def _no_value(value: Any) -> bool:
+    return not isinstance(value, str) or value in _NA or is_error_value(value)
 
 
 def normalize_bus_id(bus: str) -> str:
@@ -48,6 +69,7 @@ def parse_tree(lines: list[str]) -> Tree:
     root: Tree = {}
     stack: list[tuple[int, Tree]] = [(-1, root)]
     for raw in lines:
+        raw = raw.expandtabs(4)  # a tab-indented copy keeps its tree
         if not raw.strip():
             continue
         indent = len(raw) - len(raw.lstrip(" "))
@@ -101,22 +123,22 @@ def _first(tree: Tree, *paths: tuple[str, ...]) -> Any:
 
 
 def _int(value: Any) -> int | None:
-    if not isinstance(value, str) or value in _NA:
+    if _no_value(value):
         return None
     m = re.match(r"^-?\d{1,30}", value.strip())
     return int(m.group(0)) if m else None
 
 
 def _yes(value: Any) -> bool | None:
-    if not isinstance(value, str) or value in _NA:
+    if _no_value(value):
         return None
     return value.strip().lower() in ("yes", "enabled", "active", "true")
 
 
 def _str(value: Any) -> str | None:
-    if not isinstance(value, str) or value in _NA:
+    if _no_value(value):
         return None
-    return value
+    return str(value)
 
 
 @dataclass
@@ -146,6 +168,12 @@ class Gpu:
     throttle_active: list[str] = field(default_factory=list)
     fabric_state: str | None = None
     fabric_status: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)  # judged field path -> NVML error string
+
+    def errors_in(self, *sections: str) -> list[str]:
+        """"Path: error" for the judged fields under these top-level sections."""
+        want = {_fold(s) for s in sections}
+        return [f"{k}: {v}" for k, v in self.errors.items() if _fold(k.split(" > ")[0]) in want]
 
     def label(self) -> str:
         """How a technician finds the part: PCI address, module slot and board serial."""
@@ -163,11 +191,12 @@ class NvsmiReport:
 
     driver_version: str | None
     attached: int
-    gpus: list[Gpu]
+    gpus: list[Gpu]  # one per PCI address: a block printed twice is kept once
+    duplicates: list[str] = field(default_factory=list)  # addresses whose block came twice
 
     @property
     def truncated(self) -> bool:
-        """Fewer GPU blocks than "Attached GPUs" says: the output was cut (or a GPU hung)."""
+        """Fewer distinct GPUs than "Attached GPUs" says: the output was cut (or a GPU hung)."""
         return len(self.gpus) < self.attached
 
 
@@ -207,6 +236,23 @@ def _throttle(gpu: Tree) -> list[str]:
     return active
 
 
+def _error_fields(t: Tree) -> dict[str, str]:
+    """Judged fields (JUDGED_SECTIONS, walked down) whose value is an NVML error string."""
+    out: dict[str, str] = {}
+
+    def walk(node: Any, path: list[str]) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, [*path, key])
+        elif is_error_value(node):
+            out[" > ".join(path)] = str(node).strip()
+
+    for key, value in t.items():
+        if _fold(key) in {_fold(s) for s in JUDGED_SECTIONS}:
+            walk(value, [key])
+    return out
+
+
 def _gpu(bus: str, t: Tree) -> Gpu:
     width = _get(t, "PCI", "GPU Link Info", "Link Width")
     gen = _get(t, "PCI", "GPU Link Info", "PCIe Generation")
@@ -216,7 +262,7 @@ def _gpu(bus: str, t: Tree) -> Gpu:
         serial=_str(_get(t, "Serial Number")),
         uuid=_str(_get(t, "GPU UUID")),
         vbios=_str(_get(t, "VBIOS Version")),
-        module_id=_int(_get(t, "Module ID")),
+        module_id=_int(_first(t, ("Module ID",), ("Platform Info", "Module Id"))),
         ecc_current=_yes(_get(t, "ECC Mode", "Current")),
         ecc_pending=_yes(_get(t, "ECC Mode", "Pending")),
         uncorrectable_volatile=_sum_uncorrectable(_get(t, "ECC Errors", "Volatile")),
@@ -234,6 +280,7 @@ def _gpu(bus: str, t: Tree) -> Gpu:
         throttle_active=_throttle(t),
         fabric_state=_str(_get(t, "Fabric", "State")),
         fabric_status=_str(_get(t, "Fabric", "Status")),
+        errors=_error_fields(t),
     )
 
 
@@ -254,5 +301,13 @@ def parse_nvsmi(text: str) -> NvsmiReport:
     attached = _int(_get(top, "Attached GPUs"))
     if attached is None:
         raise ParseError("nvidia-smi -q", "no 'Attached GPUs' line; is this nvidia-smi -q output?")
-    gpus = [_gpu(bus, parse_tree(body)) for bus, body in blocks]
-    return NvsmiReport(driver_version=_str(_get(top, "Driver Version")), attached=attached, gpus=gpus)
+    gpus: dict[str, Gpu] = {}
+    duplicates: list[str] = []
+    for bus, body in blocks:
+        gpu = _gpu(bus, parse_tree(body))
+        if gpu.bus_id in gpus:  # the same GPU twice must not stand in for a missing one
+            duplicates.append(gpu.bus_id)
+            continue
+        gpus[gpu.bus_id] = gpu
+    return NvsmiReport(driver_version=_str(_get(top, "Driver Version")), attached=attached,
+                       gpus=list(gpus.values()), duplicates=duplicates)

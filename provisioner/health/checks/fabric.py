@@ -313,6 +313,7 @@ class _FirmwareAudit:
     found: dict[str, str] = field(default_factory=dict)
     wrong: list[str] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # GPUs printing NVML errors
 
     def off(self, why: str, part: str) -> None:
         self.wrong.append(why)
@@ -330,6 +331,9 @@ def _audit_vbios(ctx: Context, vbios: Any, audit: _FirmwareAudit) -> None:
     except ParseError:
         report = None
     for g in report.gpus if report else []:
+        if g.errors_in("VBIOS Version"):  # the GPU needs a reset (gpu.count says so), not a flash
+            audit.unreadable.append(g.label())
+            continue
         audit.found[g.label()] = g.vbios or "?"
         if g.vbios not in _allowed(vbios):
             audit.off(f"{g.label()}: VBIOS {g.vbios}, expected {vbios}", g.label())
@@ -369,12 +373,16 @@ def _firmware_verdict(cid: str, manifest: dict[str, Any], audit: _FirmwareAudit)
     found, wrong = audit.found, audit.wrong
     if not found and not wrong:
         return result(cid, Status.ERROR, "no firmware version could be read (nvidia-smi/ibstat)",
-                      threshold=dict(manifest))
+                      threshold=dict(manifest), evidence=audit.unreadable)
     if wrong:
         return result(cid, Status.FAIL, f"{len(wrong)} component(s) off the firmware manifest",
                       observed=found, threshold=dict(manifest), remedy=RemedyKind.REIMAGE,
                       part=", ".join(audit.parts), detail="re-run the firmware update role",
                       evidence=wrong)
+    if audit.unreadable:  # not judged, so not passed: gpu.count asks for the reset
+        return result(cid, Status.WARN, f"{len(found)} component(s) on the expected firmware, "
+                      f"{len(audit.unreadable)} GPU VBIOS unreadable", observed=found,
+                      threshold=dict(manifest), evidence=audit.unreadable)
     return result(cid, Status.PASS, f"{len(found)} component(s) on the expected firmware",
                   observed=found, threshold=dict(manifest))
 

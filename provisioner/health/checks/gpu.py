@@ -23,14 +23,14 @@ from provisioner.health.nvlink import (
     parse_nvlink_names,
     parse_nvlink_status,
 )
-from provisioner.health.nvsmi import Gpu
+from provisioner.health.nvsmi import Gpu, NvsmiReport
 from provisioner.health.xid import XidAction, XidEvent, parse_kernel_log
 
 NO_GPUS = "host profile has no GPUs"
 
 
-def _gpus(ctx: Context, check_id: str) -> list[Gpu] | CheckResult:
-    """The host's GPUs from nvidia-smi, or the result to return when they cannot be read."""
+def _report(ctx: Context, check_id: str) -> NvsmiReport | CheckResult:
+    """``nvidia-smi -q`` parsed, or the result to return when it cannot be read."""
     if ctx.expect.gpus == 0:
         return not_applicable(check_id, NO_GPUS)
     sec = ctx.section("nvsmi")
@@ -40,14 +40,82 @@ def _gpus(ctx: Context, check_id: str) -> list[Gpu] | CheckResult:
         return result(
             check_id, Status.FAIL, f"nvidia-smi -q failed (exit {sec.rc})", remedy=RemedyKind.REBOOT,
             detail="the driver does not answer; reboot, then re-image if it persists",
-            evidence=sec.text.splitlines()[-5:],
+            evidence=_lines(sec.text, head=False),
         )
     try:
         report = ctx.nvsmi
     except ParseError as exc:
-        return result(check_id, Status.ERROR, str(exc), evidence=sec.text.splitlines()[:5])
-    assert report is not None
-    return report.gpus
+        return result(check_id, Status.ERROR, str(exc), evidence=_lines(sec.text))
+    if report is None:  # exit 0 and no output: nothing to judge (no assert: -O removes it)
+        return result(check_id, Status.ERROR, "nvidia-smi printed nothing (exit 0): cannot judge")
+    return report
+
+
+def _gpus(ctx: Context, check_id: str) -> list[Gpu] | CheckResult:
+    """The host's GPUs from nvidia-smi, or the result to return when they cannot be read."""
+    report = _report(ctx, check_id)
+    return report if isinstance(report, CheckResult) else report.gpus
+
+
+def _unreadable(cid: str, gpus: list[Gpu], *sections: str) -> CheckResult | None:
+    """FAIL (reset the GPU) when a GPU printed NVML errors ("GPU requires reset", "Unknown
+    Error", "ERR!") in the fields this check judges: its values cannot be believed."""
+    bad = {g.label(): g.errors_in(*sections) for g in gpus if g.errors_in(*sections)}
+    if not bad:
+        return None
+    return result(
+        cid, Status.FAIL, f"{len(bad)} GPU(s) answer with errors instead of values: reset them",
+        observed={"unreadable": {k: v[:5] for k, v in bad.items()}}, remedy=RemedyKind.RESET_GPU,
+        part=", ".join(bad), detail="nvidia-smi -r (or reboot); repair the GPU if it persists",
+        evidence=[f"{k}: {v[0]}" for k, v in bad.items()],
+    )
+
+
+def _pci_count(ctx: Context, cid: str, want: int) -> CheckResult | None:
+    """FAIL (repair) when lspci lists fewer GPUs than expected; ERROR when its output is not
+    lspci at all (an error message with exit 0 parses to no device, not to 0 GPUs)."""
+    text = ctx.text("lspci")
+    if not text:
+        return None
+    if not ctx.pci:
+        return result(cid, Status.ERROR, "lspci printed no PCI device: cannot judge the bus",
+                      evidence=_lines(text))
+    on_bus = [d for d in ctx.pci if d.is_gpu]
+    if len(on_bus) >= want:
+        return None
+    return result(
+        cid, Status.FAIL, f"{len(on_bus)} of {want} GPUs on the PCIe bus",
+        observed={"pci_gpus": len(on_bus)}, threshold={"gpus": want},
+        remedy=RemedyKind.REPAIR, part=f"GPU baseboard: {want - len(on_bus)} GPU(s) missing from PCIe",
+        detail="reseat or replace the missing GPU (compare the listed addresses with the "
+        "board's slot map)",
+        evidence=[d.lines[0] for d in on_bus],
+    )
+
+
+def _driver_count(cid: str, report: NvsmiReport, want: int, observed: dict[str, object],
+                  threshold: dict[str, object]) -> CheckResult | None:
+    """FAIL (reboot) when the driver lists fewer distinct GPUs than expected or attached; WARN
+    when it lists more than the profile says (a wrong profile, not a fault: nothing to repair,
+    but the host is not golden until the inventory matches it)."""
+    gpus = report.gpus
+    dup = [f"listed twice: GPU {b}" for b in report.duplicates]
+    if report.truncated or len(gpus) < want:
+        return result(
+            cid, Status.FAIL,
+            f"driver reports {len(gpus)} GPU(s) ({report.attached} attached) of {want}",
+            observed=observed, threshold=threshold, remedy=RemedyKind.REBOOT,
+            detail="a GPU is on the bus but the driver lost it; reboot, repair if it recurs",
+            evidence=[*dup, *(g.label() for g in gpus)],
+        )
+    if len(gpus) > want:
+        return result(
+            cid, Status.WARN, f"driver reports {len(gpus)} GPUs, the profile expects {want}",
+            observed=observed, threshold=threshold,
+            detail="fix the host's profile (gpus) in the inventory, or move the host",
+            evidence=[g.label() for g in gpus],
+        )
+    return None
 
 
 def check_gpu_count(ctx: Context) -> CheckResult:
@@ -55,33 +123,24 @@ def check_gpu_count(ctx: Context) -> CheckResult:
     cid = "gpu.count"
     if ctx.expect.gpus == 0:
         return not_applicable(cid, NO_GPUS)
-    on_bus = [d for d in ctx.pci if d.is_gpu]
-    gpus = _gpus(ctx, cid)
     want = ctx.expect.gpus
-    observed: dict[str, object] = {"pci_gpus": len(on_bus) if ctx.text("lspci") else None}
-    threshold = {"gpus": want, "model": ctx.expect.gpu_model}
-    if ctx.text("lspci") and len(on_bus) < want:
-        return result(
-            cid, Status.FAIL, f"{len(on_bus)} of {want} GPUs on the PCIe bus",
-            observed=observed, threshold=threshold, remedy=RemedyKind.REPAIR,
-            part=f"GPU baseboard: {want - len(on_bus)} GPU(s) missing from PCIe",
-            detail="reseat or replace the missing GPU (compare the listed addresses with the "
-            "board's slot map)",
-            evidence=[d.lines[0] for d in on_bus],
-        )
-    if isinstance(gpus, CheckResult):
-        return gpus
-    assert ctx.nvsmi is not None
+    pci = _pci_count(ctx, cid, want)
+    if pci is not None:
+        return pci
+    report = _report(ctx, cid)
+    if isinstance(report, CheckResult):
+        return report
+    gpus = report.gpus
     models = sorted({g.product or "?" for g in gpus})
-    observed.update({"driver_gpus": len(gpus), "attached": ctx.nvsmi.attached, "models": models})
-    if ctx.nvsmi.truncated or len(gpus) < want:
-        return result(
-            cid, Status.FAIL,
-            f"driver reports {len(gpus)} GPU(s) ({ctx.nvsmi.attached} attached) of {want}",
-            observed=observed, threshold=threshold, remedy=RemedyKind.REBOOT,
-            detail="a GPU is on the bus but the driver lost it; reboot, repair if it recurs",
-            evidence=[g.label() for g in gpus],
-        )
+    observed: dict[str, object] = {
+        "pci_gpus": sum(1 for d in ctx.pci if d.is_gpu) if ctx.text("lspci") else None,
+        "driver_gpus": len(gpus), "attached": report.attached, "models": models,
+        "duplicates": report.duplicates}
+    threshold: dict[str, object] = {"gpus": want, "model": ctx.expect.gpu_model}
+    verdict = _driver_count(cid, report, want, observed, threshold) or _unreadable(
+        cid, gpus, "Product Name", "Serial Number", "GPU UUID", "VBIOS Version")
+    if verdict is not None:
+        return verdict
     model = ctx.expect.gpu_model
     wrong = [g for g in gpus if model and model.lower() not in (g.product or "").lower()]
     if wrong:
@@ -100,6 +159,9 @@ def check_ecc(ctx: Context) -> CheckResult:
     gpus = _gpus(ctx, cid)
     if isinstance(gpus, CheckResult):
         return gpus
+    unreadable = _unreadable(cid, gpus, "ECC Mode", "ECC Errors")
+    if unreadable is not None:
+        return unreadable
     off = [g for g in gpus if g.ecc_current is False]
     off_pending_on = [g for g in off if g.ecc_pending]
     volatile = [g for g in gpus if (g.uncorrectable_volatile or 0) > 0]
@@ -142,6 +204,9 @@ def check_row_remap(ctx: Context) -> CheckResult:
     gpus = _gpus(ctx, cid)
     if isinstance(gpus, CheckResult):
         return gpus
+    unreadable = _unreadable(cid, gpus, "Remapped Rows", "GPU Reset Status")
+    if unreadable is not None:
+        return unreadable
     if all(g.remap_pending is None and g.reset_required is None for g in gpus):
         return not_applicable(cid, "these GPUs have no row remapper (pre-Ampere)")
     failed = [g for g in gpus if g.remap_failure]
