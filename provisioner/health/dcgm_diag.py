@@ -21,14 +21,14 @@ status, say which GPU failed which test, so they are what is judged.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from provisioner.health.jsontext import find_json
 
 TOP_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")  # 4.x, 3.x
 RC_NVVS_ERROR = 226  # 256 + DCGM_ST_NVVS_ERROR (-30)
 RC_ISOLATE_ERROR = 205  # 256 + DCGM_ST_NVVS_ISOLATE_ERROR (-51)
-_MAX_CANDIDATES = 50  # lines opening with "{" tried as the document's start (bounds hostile input)
 
 
 class ShapeError(ValueError):
@@ -48,33 +48,9 @@ class DiagReport:
 
 
 def find_document(text: str) -> Any:
-    """The JSON value dcgmi printed, wherever it is among banner and stderr lines.
-
-    The collector merges stderr into the section, so text may come before the JSON (a banner,
-    even one holding "{") or after it (a stderr line). Each line opening with "{" is tried with
-    ``raw_decode``, which ignores what follows; a document holding a known top-level key wins.
-    Returns None when no line starts a JSON value.
-    """
-    decoder = json.JSONDecoder()
-    first: Any = None
-    found = False
-    offset = 0
-    tried = 0
-    for line in text.splitlines(keepends=True):
-        start = offset + len(line) - len(line.lstrip())
-        offset += len(line)
-        if not line.lstrip().startswith("{") or tried >= _MAX_CANDIDATES:
-            continue
-        tried += 1
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):  # cut short, or nested past Python's limit
-            continue
-        if isinstance(value, dict) and any(k in value for k in TOP_KEYS):
-            return value
-        if not found:
-            first, found = value, True
-    return first
+    """The JSON value dcgmi printed, wherever it is among banner and stderr lines (see
+    ``find_json``); a document holding a DCGM top-level key wins."""
+    return find_json(text, TOP_KEYS)
 
 
 def _need(value: Any, kind: type, where: str) -> Any:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.collector import Section
 from provisioner.health.config import DEFAULT_KERNEL_ALLOW
 from provisioner.health.errors import ParseError
+from provisioner.health.jsontext import find_json
 from provisioner.health.model import CheckResult, RemedyKind, Status
 from provisioner.health.pcie import parse_bandwidth_warnings
 from provisioner.health.xid import parse_kernel_log
@@ -32,10 +33,12 @@ class Mount:
 def parse_df(text: str) -> list[Mount]:
     """``df -P -B1`` -> mounts; raises ParseError without the POSIX header."""
     lines = text.splitlines()
-    if not lines or not lines[0].startswith("Filesystem"):
+    # df prints "df: /mnt/nfs: Stale file handle" on stderr (merged here) before its header.
+    header = next((i for i, ln in enumerate(lines) if ln.startswith("Filesystem")), None)
+    if header is None:
         raise ParseError("df -P", "no 'Filesystem' header line")
     out = []
-    for line in lines[1:]:
+    for line in lines[header + 1:]:
         parts = line.split(None, 5)
         # ASCII digits, bounded: "²".isdigit() is True and int() refuses 4,300+ digits
         if len(parts) == 6 and all(re.fullmatch(r"[0-9]{1,30}", p) for p in parts[1:4]):
@@ -71,42 +74,91 @@ def check_disk(ctx: Context) -> CheckResult:
                   observed=usage, threshold=threshold)
 
 
+# Pool health states (zpool list -o health; zpoolprops(7)).
+_ZPOOL_HEALTH = {"ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED"}
+_NO_POOLS = "no pools available"  # zpool prints it (exit 0) when nothing is imported
+
+
+def parse_zpool_list(text: str) -> tuple[dict[str, str], list[str]]:
+    """``zpool list -H -o name,health,capacity`` -> ({pool: health}, other lines).
+
+    Columns are split on any whitespace (-H gives tabs; a copy or a missing -H gives spaces);
+    a line counts as a pool only when its second column is a pool health state.
+    """
+    pools: dict[str, str] = {}
+    other: list[str] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].upper() in _ZPOOL_HEALTH:
+            pools[parts[0]] = parts[1].upper()
+        elif line.strip():
+            other.append(line.strip())
+    return pools, other
+
+
+def _docker_driver(info: Section) -> tuple[str | None, str | None] | CheckResult:
+    """Docker's storage driver and root from ``docker info --format '{{json .}}'``."""
+    doc = find_json(info.text, ("Driver",)) if info.ok else {}
+    if not isinstance(doc, dict):  # null, a list, a string: not docker info's object
+        return result("zfs.docker", Status.ERROR, "docker info printed no JSON object: cannot judge",
+                      evidence=[ln[:200] for ln in info.text.splitlines()[-2:]])
+    driver, root = doc.get("Driver"), doc.get("DockerRootDir")
+    return (driver if isinstance(driver, str) else None, root if isinstance(root, str) else None)
+
+
+def _zpool_verdict(cid: str, sec: Section) -> CheckResult | dict[str, str]:
+    """The pools, or FAIL (none imported / not ONLINE) or ERROR (output not understood)."""
+    pools, other = parse_zpool_list(sec.text)
+    if not pools and (not other or any(_NO_POOLS in ln for ln in other)):
+        return result(cid, Status.FAIL, "no zpool imported", remedy=RemedyKind.REIMAGE,
+                      detail="the image creates the pool; re-imaging only touches the root disk",
+                      evidence=other[:3])
+    if not pools:
+        return result(cid, Status.ERROR, "zpool list printed no pool line: cannot judge",
+                      evidence=[ln[:200] for ln in other[:3]])
+    unhealthy = {k: v for k, v in pools.items() if v != "ONLINE"}
+    if unhealthy:
+        return result(
+            cid, Status.FAIL, "zpool(s) not ONLINE: " + ", ".join(f"{k} {v}" for k, v in unhealthy.items()),
+            observed={"pools": pools}, threshold={"health": "ONLINE"}, remedy=RemedyKind.REPAIR,
+            part=", ".join(f"disk(s) of pool {k} (see zpool status)" for k in unhealthy),
+            evidence=[f"{k}\t{v}" for k, v in unhealthy.items()],
+        )
+    return pools
+
+
+def _no_zfs(sec: Section | None) -> bool:
+    """No pool tool, no output, or zpool saying it has no pool."""
+    return sec is None or sec.missing or not sec.text.strip() or (
+        not parse_zpool_list(sec.text)[0] and _NO_POOLS in sec.text)
+
+
 def check_zfs_docker(ctx: Context) -> CheckResult:
     """Every zpool ONLINE, and Docker's data root on ZFS (when the site uses ZFS)."""
     cid = "zfs.docker"
     sec = ctx.section("zpool")
-    if not ctx.expect.settings.zfs and (sec is None or sec.missing or not sec.text.strip()):
+    if not ctx.expect.settings.zfs and _no_zfs(sec):
         return not_applicable(cid, "site does not use ZFS (settings.health.zfs) and no pool exists")
     if sec is None or sec.missing:
         return missing_tool(cid, "zpool (zfsutils)")
-    pools = [ln.split("\t") for ln in sec.text.splitlines() if ln.strip()]
-    unhealthy = [p for p in pools if len(p) >= 2 and p[1] != "ONLINE"]
-    observed: dict[str, object] = {"pools": {p[0]: p[1] for p in pools if len(p) >= 2}}
-    if not pools:
-        return result(cid, Status.FAIL, "no zpool imported", remedy=RemedyKind.REIMAGE,
-                      detail="the image creates the pool; re-imaging only touches the root disk")
-    if unhealthy:
-        return result(
-            cid, Status.FAIL, "zpool(s) not ONLINE: " + ", ".join(f"{p[0]} {p[1]}" for p in unhealthy),
-            observed=observed, threshold={"health": "ONLINE"}, remedy=RemedyKind.REPAIR,
-            part=", ".join(f"disk(s) of pool {p[0]} (see zpool status)" for p in unhealthy),
-            evidence=["\t".join(p) for p in unhealthy],
-        )
+    pools = _zpool_verdict(cid, sec)
+    if isinstance(pools, CheckResult):
+        return pools
+    observed: dict[str, object] = {"pools": pools}
     if not ctx.expect.settings.zfs:
         return result(cid, Status.PASS, "zpool(s) ONLINE", observed=observed)
     info = ctx.section("docker_info")
     if info is None or info.missing:
         return missing_tool(cid, "docker")
-    try:
-        doc = json.loads(info.text.strip().splitlines()[-1]) if info.ok else {}
-    except (ValueError, IndexError):
-        doc = {}
-    driver = doc.get("Driver")
-    observed.update({"docker_driver": driver, "docker_root": doc.get("DockerRootDir")})
+    found = _docker_driver(info)
+    if isinstance(found, CheckResult):
+        return found
+    driver, root = found
+    observed.update({"docker_driver": driver, "docker_root": root})
     if driver != "zfs":
         return result(cid, Status.FAIL, f"Docker storage driver is {driver or 'unknown'}, not zfs",
                       observed=observed, threshold={"docker_driver": "zfs"},
-                      remedy=RemedyKind.REIMAGE, evidence=info.text.splitlines()[-2:])
+                      remedy=RemedyKind.REIMAGE, evidence=[ln[:200] for ln in info.text.splitlines()[-2:]])
     return result(cid, Status.PASS, "zpool(s) ONLINE, Docker on zfs", observed=observed)
 
 
