@@ -97,12 +97,18 @@ IB_ERROR_COUNTERS: dict[str, bool] = {
 }
 
 
+# The widest error counter in IBA PortCounters is 16 bits (symbol_error, port_rcv_errors,
+# port_xmit_discards...); they saturate at all ones rather than wrap.
+MAX_ERROR_COUNTER = 0xFFFF
+
+
 def parse_counters(text: str) -> dict[str, dict[str, int]]:
     """Lines "mlx5_0/1 symbol_error 12" (the collector's sysfs dump) -> {port: {counter: n}}."""
     out: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[2].isdecimal() and len(parts[2]) <= 30:
+        # ASCII digits only: str.isdecimal() accepts Arabic-Indic digits, and int() reads them
+        if len(parts) == 3 and re.fullmatch(r"[0-9]{1,30}", parts[2]):
             out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
     return out
 
@@ -110,12 +116,18 @@ def parse_counters(text: str) -> dict[str, dict[str, int]]:
 def counter_deltas(
     before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
 ) -> dict[str, dict[str, int]]:
-    """Counters that rose between two reads: {port: {counter: increase}}."""
+    """Counters that rose between two reads: {port: {counter: increase}}.
+
+    A counter that went down was reset (or wrapped) between the reads: not a rise. A reading
+    above MAX_ERROR_COUNTER is not a count (a garbage or 64-bit all-ones read): ignored.
+    """
     rising: dict[str, dict[str, int]] = {}
     for port, counters in after.items():
         for name, value in counters.items():
             prev = before.get(port, {}).get(name)
-            if prev is not None and value > prev:
+            if prev is None or max(prev, value) > MAX_ERROR_COUNTER:
+                continue
+            if value > prev:
                 rising.setdefault(port, {})[name] = value - prev
     return rising
 

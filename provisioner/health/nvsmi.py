@@ -55,7 +55,9 @@ def normalize_bus_id(bus: str) -> str:
     if bus.startswith("pci:"):
         bus = bus[4:]
     parts = bus.split(":")
-    if len(parts) == 2:  # "bb:dd.f" (lspci without -D)
+    if len(parts) == 2 and len(parts[0]) >= 4 and "." not in parts[1]:
+        parts = [*parts, "00"]  # "dddd:bb" (a short Xid address): device 0 of that bus
+    elif len(parts) == 2:  # "bb:dd.f" (lspci without -D)
         parts = ["0000", *parts]
     if len(parts) < 3:
         return bus  # not an address (a cut log line): keep it as it is, never crash

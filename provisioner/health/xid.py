@@ -83,16 +83,16 @@ _XID154_ACTION = (
 )
 
 _XID = re.compile(
-    r"NVRM: Xid \((?P<bus>(?:PCI:)?[0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)\): (?P<code>\d{1,9}),?\s*(?P<msg>.*)$"
+    r"NVRM: Xid \((?P<bus>(?:PCI:)?[0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)\): (?P<code>[0-9]{1,9}),?\s*(?P<msg>.*)$"
 )
 # e.g. "nvidia-nvswitch3: SXid (PCI:0000:c8:00.0): 12028, Non-fatal, Link 41 egress ..."
 _SXID = re.compile(
-    r"SXid \((?P<bus>PCI:[0-9A-Fa-f:.]+)\): (?P<code>\d{1,9}),\s*(?P<fatal>Non-fatal|Fatal)?,?\s*(?P<msg>.*)$",
+    r"SXid \((?P<bus>PCI:[0-9A-Fa-f:.]+)\): (?P<code>[0-9]{1,9}),\s*(?P<fatal>Non-fatal|Fatal)?,?\s*(?P<msg>.*)$",
     re.I,
 )
 # nv-fabricmanager: "detected NVSwitch non-fatal error 12028 on fid 0 on NVSwitch pci bus id ..."
 _FM_SXID = re.compile(
-    r"detected NVSwitch (?P<fatal>non-fatal|fatal) error (?P<code>\d{1,9}) .*?pci bus id "
+    r"detected NVSwitch (?P<fatal>non-fatal|fatal) error (?P<code>[0-9]{1,9}) .*?pci bus id "
     r"(?P<bus>[0-9A-Fa-f:.]+)(?P<msg>.*)$",
     re.I,
 )

@@ -274,6 +274,13 @@ def check_ib_ports(ctx: Context) -> CheckResult:
             evidence=[f"{p.name}: State {p.state}, Physical state {p.physical_state}, Rate {p.rate}"
                       for p in bad],
         )
+    sec = ctx.section("ibstat")
+    if sec is not None and not sec.ok:
+        # ibstat stops at the first HCA it cannot stat (ibpanic, exit 255): the ports after it
+        # were never read, so "all Active" cannot be said.
+        return result(cid, Status.ERROR, f"ibstat exited {sec.rc}: {len(good)} fabric ports Active "
+                      f"at {rate}G, but not every HCA could be read", observed=observed,
+                      threshold=threshold, evidence=[ln[:200] for ln in sec.text.splitlines()[-3:]])
     return result(cid, Status.PASS, f"{len(good)} fabric ports Active at {rate}G",
                   observed=observed, threshold=threshold)
 
