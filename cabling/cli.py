@@ -139,12 +139,33 @@ def _errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _cannot_write(path: Path, exc: OSError) -> CablingInputError:
+    """A typed error naming the output path and why the OS refused it."""
+    if isinstance(exc, IsADirectoryError):
+        reason = "it is a folder, not a file"
+    elif isinstance(exc, FileNotFoundError):
+        reason = f"the folder {str(path.parent)!r} does not exist"
+    else:
+        reason = exc.strerror or str(exc)
+    return CablingInputError(f"cannot write {str(path)!r}: {reason}", file=None,
+                             hint="give a file path in a folder that exists and that you can write")
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``; a path that cannot be written is a typed error (exit 2)."""
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        output.write_text(text, encoding="utf-8")
+        _write_file(output, text)
         _note(f"wrote {output}")
 
 
@@ -168,10 +189,13 @@ def _emit(report: Report, fmt: Format, output: Path | None, cases: list[str], li
         render_text(report, out.console, limit or None)
         return
     else:
+        import io
+
         from rich.console import Console
 
-        with output.open("w", encoding="utf-8") as fh:
-            render_text(report, Console(file=fh, width=200, highlight=False), None)
+        buffer = io.StringIO()
+        render_text(report, Console(file=buffer, width=200, highlight=False), None)
+        _write_file(output, buffer.getvalue())
         _note(f"wrote {output}")
     _note(summary(report))
 
@@ -188,7 +212,7 @@ def _picture(path: Path | None, manifest: Manifest, report: Report | None,
         from cabling.report.svg import render_svg
 
         text = render_svg(manifest, report)
-    path.write_text(text, encoding="utf-8")
+    _write_file(path, text)
     _note(f"wrote {path}")
 
 
@@ -481,6 +505,7 @@ def slurm_topology_cmd(
 
 
 @cabling_app.command()
+@_errors
 def schema(output: Path | None = OutputOpt) -> None:
     """Print the JSON schema of the manifest format."""
     from cabling.manifest import schema_text
@@ -526,7 +551,7 @@ def simulate(
         sim = inject_faults(m, faults, seed) if faults else build_clean(m)
     except ValueError as exc:
         raise CablingInputError(f"cannot inject {faults} faults of each kind: {exc}") from None
-    output.write_text(render_ibnetdiscover(m, sim), encoding="utf-8")
+    _write_file(output, render_ibnetdiscover(m, sim))
     if down_output is not None:
-        down_output.write_text(render_iblinkinfo_down(m, sim), encoding="utf-8")
+        _write_file(down_output, render_iblinkinfo_down(m, sim))
     _note(f"wrote {output}: {len(sim.links)} links, {len(sim.faults)} injected fault(s)")

@@ -131,7 +131,7 @@ class Device(BaseModel):
     @classmethod
     def _hca_guids(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            return {str(k): normalize_guid(str(g)) for k, g in v.items()}
+            return {str(k): normalize_guid(g) for k, g in v.items()}
         return v
 
     @property
@@ -262,8 +262,22 @@ class Manifest(BaseModel):
         return link.width or self.fabric.width
 
 
-def normalize_guid(text: str) -> str:
-    """``0x0002C903...``, ``S-0002c9...`` and ``2c903...`` all become 16 lower-case hex digits."""
+def normalize_guid(text: str | int) -> str:
+    """``0x0002C903...``, ``S-0002c9...`` and ``2c903...`` all become 16 lower-case hex digits.
+
+    An integer is the GUID's value: YAML reads an unquoted ``0x0002c90300000a01`` as a number, and
+    JSON writers may give one; it must fit in 64 bits."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a GUID; write it as quoted text, e.g. \"0x0002c903000e0b72\"")
+    if isinstance(text, int):
+        if 0 <= text < 1 << 64:
+            return f"{text:016x}"
+        raise ValueError(
+            f"the number {text} does not fit in a 64-bit GUID; write the GUID as quoted text, "
+            "e.g. \"0x0002c903000e0b72\""
+        )
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a GUID; write it as quoted text, e.g. \"0x0002c903000e0b72\"")
     t = text.strip().lower()
     for prefix in ("s-", "h-", "r-", "0x"):
         t = t.removeprefix(prefix)

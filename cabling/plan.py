@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from cabling.errors import CablingInputError
 from cabling.model import Device, Endpoint, Fabric, Link, Location, Manifest, parse_ratio
+from cabling.speeds import SPEEDS, normalize_speed
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class PlanSpec:
 
 def plan_fat_tree(spec: PlanSpec) -> Manifest:
     """Build the manifest; errors say which parameter to change when the shape cannot be built."""
+    try:
+        normalize_speed(spec.speed)
+    except ValueError:
+        raise CablingInputError(
+            f"--speed {spec.speed!r} is not a link speed", hint="use one of " + ", ".join(SPEEDS),
+        ) from None
     if spec.hosts < 1 or spec.hcas < 1:
         raise CablingInputError("hosts and HCAs per host must be at least 1")
     if spec.radix < 4 or spec.radix % 2:

@@ -1,0 +1,91 @@
+"""Hostile and malformed inputs found by a probe: each gives a typed error (exit 2) naming the file,
+line or JSON path and key, never a traceback. Every input here is written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cabling.cli import cabling_app
+from cabling.errors import CablingInputError
+from cabling.manifest import load_manifest, parse_manifest
+from cabling.model import normalize_guid
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(cabling_app, list(args))
+
+
+HEAD = "version: 1\ndevices:\n  - {name: h1, kind: host, hcas: [mlx5_0]}\n"
+
+
+def _bad_input(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.output
+
+
+# 1. GUIDs YAML or JSON read as numbers
+
+
+def test_unquoted_hex_guid_in_yaml_is_that_guid(tmp_path):
+    text = HEAD + "  - {name: l0, kind: switch, ports: 64, guid: 0x0002c90300000a01}\n" \
+        "  - {name: h2, kind: host, hcas: [mlx5_0], hca_guids: {mlx5_0: 0x946dae0300000101}}\n" \
+        "links:\n  - {a: 'h1:mlx5_0', b: 'l0:1'}\n"
+    m = parse_manifest(text, "x.yaml")
+    dev = m.device_map()
+    assert dev["l0"].guid == "0002c90300000a01"
+    assert dev["h2"].hca_guids == {"mlx5_0": "946dae0300000101"}
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    assert run("lint", str(path)).exit_code == 0
+    assert run("diff", str(path), str(path)).exit_code == 0
+
+
+def test_json_number_guid_is_that_guid(tmp_path):
+    data = {"devices": [{"name": "l0", "kind": "switch", "ports": 64, "guid": 0x0002C90300000A01}], "links": []}
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data))
+    assert load_manifest(path).devices[0].guid == "0002c90300000a01"
+
+
+@pytest.mark.parametrize("value", [1 << 64, -1, True])
+def test_guid_number_out_of_range_says_quote_it(value):
+    with pytest.raises(ValueError, match="quoted text"):
+        normalize_guid(value)
+
+
+def test_guid_number_too_large_in_manifest_is_typed():
+    text = HEAD + "  - {name: l0, kind: switch, guid: 0x1ffffffffffffffff}\nlinks: []\n"
+    with pytest.raises(CablingInputError, match=r"x.yaml:4: .*devices.1.guid.*quoted text"):
+        parse_manifest(text, "x.yaml")
+
+
+# 2. outputs that cannot be written
+
+
+@pytest.mark.parametrize("where", ["nodir/out.txt", "", "/dev/full"])
+def test_unwritable_output_is_typed_naming_the_path(tmp_path, fixtures, where):
+    target = where if where.startswith("/") else str(tmp_path / where)
+    if where == "/dev/full" and not Path(where).exists():
+        pytest.skip("no /dev/full here")
+    small = str(fixtures / "small-fabric.yaml")
+    for args in (["lint", small, "-o", target], ["lint", small, "-f", "json", "-o", target],
+                 ["lint", small, "--svg", target], ["convert", small, "-o", target],
+                 ["schema", "-o", target], ["plan", "--hosts", "4", "-o", target]):
+        out = _bad_input(run(*args))
+        assert f"cannot write {target!r}" in out, (args, out)
+
+
+# 3. plan --speed
+
+
+def test_plan_unknown_speed_names_option_and_values():
+    out = _bad_input(run("plan", "--hosts", "4", "--speed", "WARP"))
+    assert "--speed 'WARP'" in out and "NDR" in out
