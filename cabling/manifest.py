@@ -15,8 +15,22 @@ from cabling.keys import unknown_key
 from cabling.model import Manifest
 from cabling.textio import read_text
 from cabling.yamlfast import split_devices, split_links
+from cabling.yamlload import DuplicateKeyError, StrictLoader, duplicate_key_line
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = StrictLoader
+_DUPLICATE_HINT = ("keep one: a repeated key is not merged, the last one would silently replace the first "
+                   "(two manifests pasted together?)")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _RepeatedJSONKey
+    return out
+
+
+class _RepeatedJSONKey(ValueError):
+    pass
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -26,8 +40,20 @@ def load_manifest(path: str | Path) -> Manifest:
     if p.suffix.lower() == ".json":
         # JSON skips the YAML parser (the slow part on 10^4 links); on any error the YAML path,
         # which also reads JSON, re-parses to point at the line.
+        # json.loads refuses nothing that is repeated: a hook does, so that two "links" (or a device
+        # with "name" twice) are an error instead of last-wins.
         try:
-            manifest = Manifest.model_validate_json(text)
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
+        except _RepeatedJSONKey:
+            dup = duplicate_key_line(text)
+            if dup is None:
+                raise CablingInputError("a key appears twice in one JSON object", file=str(p),
+                                        hint=_DUPLICATE_HINT) from None
+            raise CablingInputError(dup.describe(), file=str(p), line=dup.second_line, hint=_DUPLICATE_HINT) from None
+        except (ValueError, RecursionError):
+            return parse_manifest(text, str(p))
+        try:
+            manifest = Manifest.model_validate(data)
         except ValidationError:
             return parse_manifest(text, str(p))
         manifest.set_origin(str(p), {}, [])
@@ -108,6 +134,9 @@ def _parse_fast(text: str, source: str) -> Manifest | None:
     return manifest
 def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> CablingInputError:
     """A typed error naming the line of any YAML error (marked ones and the reader's bad characters)."""
+    if isinstance(exc, DuplicateKeyError):
+        found = duplicate_key_line(text) or exc
+        return CablingInputError(found.describe(), file=source, line=found.second_line, hint=_DUPLICATE_HINT)
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -88,8 +88,8 @@ def _flow_mapping(inner: str) -> dict[str, str] | None:
             value = value[1:-1]
         elif not _is_text(value):
             return None  # a number, a boolean, a date: the YAML parser types it
-        if not _is_text(key):
-            return None
+        if not _is_text(key) or key in out:
+            return None  # a repeated key: the YAML parser reports it
         out[key] = value
     return out
 
@@ -99,7 +99,7 @@ def _flow_mapping_numbers(inner: str) -> dict[str, object] | None:
     out: dict[str, object] = {}
     for key, raw in _PAIRS.findall(inner):
         value = _scalar(raw)
-        if value is _NOT_SET or not _is_text(key):
+        if value is _NOT_SET or not _is_text(key) or key in out:
             return None
         out[key] = value
     return out
@@ -194,7 +194,7 @@ def _block_value(text: str) -> object:
         out: dict[str, object] = {}
         for key, raw in _PAIRS.findall(m.group(1) or ""):
             value = _scalar(raw)
-            if value is _NOT_SET or not _is_text(key):
+            if value is _NOT_SET or not _is_text(key) or key in out:
                 return _NOT_SET
             out[key] = value
         return out

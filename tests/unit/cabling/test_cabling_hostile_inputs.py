@@ -89,3 +89,39 @@ def test_unwritable_output_is_typed_naming_the_path(tmp_path, fixtures, where):
 def test_plan_unknown_speed_names_option_and_values():
     out = _bad_input(run("plan", "--hosts", "4", "--speed", "WARP"))
     assert "--speed 'WARP'" in out and "NDR" in out
+
+
+# 4. repeated keys
+
+
+@pytest.mark.parametrize(("text", "line", "key"), [
+    # Two links blocks (two manifests pasted together): the first, with a port used twice, was dropped.
+    (HEAD + "  - {name: l0, kind: switch, ports: 64}\nlinks:\n  - {a: 'h1:mlx5_0', b: 'l0:1'}\n"
+     "  - {a: 'h1:mlx5_0', b: 'l0:2'}\nlinks:\n  - {a: 'h1:mlx5_0', b: 'l0:1'}\n", 8, "links"),
+    # In one link line the fast path reads.
+    (HEAD + "  - {name: l0, kind: switch, ports: 64}\nlinks:\n  - {a: 'h1:mlx5_0', b: 'l0:1', b: 'l0:2'}\n", 6, "b"),
+    # In a block-mapped device the fast path reads.
+    ("version: 1\ndevices:\n- name: h1\n  kind: host\n  name: h2\nlinks:\n  - {a: 'h1:mlx5_0', b: 'l0:1'}\n", 5, "name"),
+    # In a flow-mapped device.
+    (HEAD + "  - {name: l0, kind: switch, ports: 64, ports: 32}\nlinks:\n  - {a: 'h1:mlx5_0', b: 'l0:1'}\n", 4, "ports"),
+])
+def test_repeated_yaml_key_is_an_error_naming_line_and_key(text, line, key):
+    with pytest.raises(CablingInputError) as exc:
+        parse_manifest(text, "x.yaml")
+    assert f"x.yaml:{line}: key {key!r} appears twice" in str(exc.value)
+
+
+def test_yaml_merge_key_is_not_a_repeat():
+    text = "version: 1\nx: &d {kind: host}\ndevices:\n  - {<<: *d, name: h1, kind: host}\nlinks: []\n"
+    with pytest.raises(CablingInputError, match="'x'"):  # the unknown top-level key, not a repeat
+        parse_manifest(text, "x.yaml")
+
+
+def test_repeated_json_key_is_an_error_naming_path_and_key(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text('{"devices": [{"name": "h1", "kind": "host", "name": "h2"}], "links": []}')
+    with pytest.raises(CablingInputError, match=r"m.json:1: key 'name' appears twice in devices\[0\]"):
+        load_manifest(path)
+    path.write_text('{"devices": [],\n "links": [{"a": "h1:mlx5_0", "b": "l0:1"}],\n "links": []}')
+    with pytest.raises(CablingInputError, match=r"m.json:3: key 'links' appears twice at the top level"):
+        load_manifest(path)
