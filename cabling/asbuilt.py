@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from cabling.discovery.model import DiscoveredFabric
+from cabling.errors import CablingInputError
 from cabling.model import Device, Endpoint, Link, Manifest
 from cabling.resolve import ResolvedFabric, resolve
 
@@ -16,6 +19,17 @@ def as_built(fab: DiscoveredFabric, name_map: dict[str, str] | None = None,
     Links of an ambiguous identity (a GUID two devices share) are left out, and so is that GUID.
     """
     res = res or resolve(fab, None, name_map)
+    try:
+        return _as_built(fab, res)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise CablingInputError(
+            f"the fabric reports a name a manifest cannot hold: {err['msg'].removeprefix('Value error, ')}",
+            hint="fix the node description on that node, or name its GUID in a --node-name-map",
+        ) from None
+
+
+def _as_built(fab: DiscoveredFabric, res: ResolvedFabric) -> Manifest:
     # Switches that describe themselves alike keep their GUID names (those are unambiguous);
     # a GUID two devices share, or a host port two GUIDs claim, is left out.
     kept = [amb for amb in res.ambiguous if amb.kind == "duplicate_name" and amb.node_kind == "switch"]

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
+from cabling.safetext import FORMULA_START, from_spreadsheet_cell
 from cabling.textio import read_text
 
 COLUMNS = ("cable", "a_device", "a_port", "a_rack", "a_u", "b_device", "b_port", "b_rack", "b_u",
@@ -31,6 +32,8 @@ def export_csv(manifest: Manifest) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
+    # Cells a spreadsheet would evaluate (a cable label '=1+1', a rack '-2') get a leading "'";
+    # device names cannot start so (cabling.model.check_name).
     for lk in manifest.links:
         row: list[object] = [lk.cable or ""]
         for ep in (lk.a, lk.b):
@@ -38,7 +41,7 @@ def export_csv(manifest: Manifest) -> str:
             row += [ep.device, ep.port, (loc.rack or "") if loc else "", (loc.u or "") if loc else ""]
         row += [lk.type or "", "" if lk.length_m is None else lk.length_m,
                 manifest.expected_speed(lk) or "", manifest.expected_width(lk) or ""]
-        w.writerow(row)
+        w.writerow([("'" + c) if type(c) is str and c.startswith(FORMULA_START) else c for c in row])
     return buf.getvalue()
 
 
@@ -59,35 +62,63 @@ def _length(text: str) -> float | None:
 
 def parse_csv(text: str, source: str = "<csv>", base: Manifest | None = None) -> Manifest:
     """Parse a cable list; a bad row is an error naming its line and column."""
-    reader = csv.DictReader(io.StringIO(text))
+    # strict: a quote left open (a cell pasted with a stray '"') is an error, not a record that
+    # swallows the rest of the file.
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    start = [1]
     try:
-        return _parse_rows(reader, source, base)
-    except csv.Error as exc:  # an oversized field, a NUL byte
-        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=reader.line_num) from None
+        return _parse_rows(reader, source, base, start)
+    except csv.Error as exc:  # an oversized field, a NUL byte, an unclosed quote
+        if "unexpected end of data" in str(exc) or "EOF inside string" in str(exc):
+            raise CablingInputError(
+                "a quoted cell is never closed: the quote runs to the end of the file", file=source,
+                line=start[0], hint='close the quote, or double a quote inside a quoted cell ("")',
+            ) from None
+        raise CablingInputError(f"not a readable CSV file: {exc}", file=source, line=start[0]) from None
 
 
-def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None) -> Manifest:
-    fields = [f.strip() for f in reader.fieldnames or []]
+def _header(reader: csv.DictReader[str], source: str) -> list[str]:
+    """The header, names compared in lower case; a missing column says why (delimiter, no header)."""
+    raw = reader.fieldnames or []
+    fields = [f.strip().lower() for f in raw]
+    reader.fieldnames = fields
     missing = [c for c in REQUIRED if c not in fields]
     if missing:
-        raise CablingInputError(
-            f"CSV header lacks column(s) {', '.join(missing)}", file=source, line=1,
-            hint=f"the header is: {','.join(COLUMNS)} (only {', '.join(REQUIRED)} are required)",
-        )
+        hint = f"the header is: {','.join(COLUMNS)} (only {', '.join(REQUIRED)} are required)"
+        for sep in (";", "\t", "|"):
+            if len(fields) == 1 and all(c in fields[0].split(sep) for c in REQUIRED):
+                hint = (f"the cells are separated by {sep!r}, not commas: save the sheet as comma-separated "
+                        "CSV (or replace the separator)")
+        raise CablingInputError(f"CSV header lacks column(s) {', '.join(missing)}", file=source, line=1,
+                                hint=hint)
+    return fields
+
+
+def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None, start: list[int]) -> Manifest:
+    fields = _header(reader, source)
     links: list[Link] = []
     lines: list[int | None] = []
     locations: dict[str, Location] = {}
+    start[0] = reader.line_num + 1
     for row in reader:
-        line = reader.line_num
+        # A record with a quoted line break spans lines: errors name the line it starts on.
+        line = start[0]
+        start[0] = reader.line_num + 1
         extra = [c for c in row.pop(None, []) if c.strip()]
         if extra:
             raise CablingInputError(
                 f"row has {len(extra)} more cell(s) than the header names ({extra[0][:30]!r}...)",
                 file=source, line=line, hint="add the column to the header or remove the extra cells",
             )
-        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+        row = {(k or "").strip(): from_spreadsheet_cell((v or "").strip()) for k, v in row.items()}
         if not any(row.values()):
             continue
+        for col in REQUIRED:
+            if not row.get(col):
+                raise CablingInputError(
+                    f"{col} (column {fields.index(col) + 1}) is empty", file=source, line=line,
+                    hint=f"every cable row needs {', '.join(REQUIRED)}; fill it in or delete the row",
+                )
         try:
             for side in ("a", "b"):
                 dev, rack, u = row[f"{side}_device"], row.get(f"{side}_rack", ""), row.get(f"{side}_u", "")
@@ -107,6 +138,9 @@ def _parse_rows(reader: csv.DictReader[str], source: str, base: Manifest | None)
         except ValueError as exc:
             raise CablingInputError(f"bad value: {exc}", file=source, line=line) from None
         lines.append(line)
+    if not links:
+        raise CablingInputError("the cable list has a header but no cable rows", file=source,
+                                hint="add one row per cable under the header")
     manifest = build_manifest(links, locations, list(base.devices) if base else None)
     if base is not None:
         manifest.fabric = base.fabric

@@ -25,7 +25,11 @@ class CablingError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+        # Messages quote names from input files: nothing unprintable reaches the terminal or log.
+        from cabling.safetext import printable
+
+        message = printable(self.message)
+        return f"{message}\n  hint: {printable(self.hint)}" if self.hint else message
 
 
 class CablingInputError(CablingError):

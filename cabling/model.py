@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from cabling.safetext import UNPRINTABLE
 from cabling.speeds import normalize_speed, normalize_width
 
 DeviceKind = Literal["host", "switch"]
@@ -32,6 +33,25 @@ class Location(BaseModel):
     u: int | None = Field(default=None, description="lowest rack unit the device occupies")
 
 
+# A spreadsheet evaluates a cell starting with one of these (CSV/formula injection): no device is
+# named so, and refusing them keeps cable lists opened in Excel or LibreOffice inert.
+FORMULA_START = ("=", "+", "-", "@")
+
+
+def check_name(text: str, what: str, *, device: bool) -> str:
+    """``text`` if it can name a device (``device``) or a port; else ValueError saying why."""
+    bad = UNPRINTABLE.search(text)
+    if bad is not None:
+        raise ValueError(
+            f"{what} {text!r} holds the control character U+{ord(bad.group()):04X}; names are printable text"
+        )
+    if device and text.startswith(FORMULA_START):
+        raise ValueError(
+            f"{what} {text!r} starts with {text[0]!r}, which a spreadsheet reads as a formula; rename the device"
+        )
+    return text
+
+
 class Endpoint(BaseModel):
     """One end of a cable: a device and its port (switch port number, HCA name, or director port)."""
 
@@ -48,9 +68,13 @@ class Endpoint(BaseModel):
             dev, sep, port = value.rpartition(":")
             if not sep or not dev or not port:
                 raise ValueError(f"endpoint {value!r} must be 'device:port', e.g. 'r03-l1:17'")
-            return {"device": dev.strip(), "port": _port1(port.strip())}
-        if isinstance(value, dict) and isinstance(value.get("port"), int | str):
-            return {**value, "port": _port1(str(value["port"]))}
+            dev = check_name(dev.strip(), "device name", device=True)
+            return {"device": dev, "port": check_name(_port1(port.strip()), "port", device=False)}
+        if isinstance(value, dict):
+            if isinstance(value.get("device"), str):
+                value = {**value, "device": check_name(value["device"], "device name", device=True)}
+            if isinstance(value.get("port"), int | str):
+                return {**value, "port": check_name(_port1(str(value["port"])), "port", device=False)}
         return value
 
     @model_serializer
@@ -121,6 +145,20 @@ class Device(BaseModel):
     @classmethod
     def _speed(cls, v: Any) -> str | None:
         return normalize_speed(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v != v.strip():
+            raise ValueError(f"device name {v!r} starts or ends with white space; remove it")
+        return check_name(v, "device name", device=True)
+
+    @field_validator("hcas")
+    @classmethod
+    def _hcas(cls, v: list[str]) -> list[str]:
+        for hca in v:
+            check_name(hca, "HCA name", device=False)
+        return v
 
     @field_validator("guid", mode="before")
     @classmethod

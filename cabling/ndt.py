@@ -16,6 +16,7 @@ from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
 from cabling.model import Endpoint, Link, Location, Manifest
 from cabling.ports import host_port, is_switch_port, switch_port
+from cabling.safetext import spreadsheet_cell
 from cabling.speeds import normalize_speed
 from cabling.textio import read_text
 
@@ -179,5 +180,5 @@ def export_ndt(manifest: Manifest) -> str:
     w.writerow(["#StartDevice", "StartPort", "EndDevice", "EndPort", "LinkType"])
     for lk in manifest.links:
         a, b = (lk.b, lk.a) if is_switch(lk.a) and not is_switch(lk.b) else (lk.a, lk.b)
-        w.writerow([a.device, port_text(a), b.device, port_text(b), "Data"])
+        w.writerow([spreadsheet_cell(c) for c in (a.device, port_text(a), b.device, port_text(b), "Data")])
     return buf.getvalue()

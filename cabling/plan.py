@@ -11,7 +11,16 @@ import math
 from dataclasses import dataclass
 
 from cabling.errors import CablingInputError
-from cabling.model import Device, Endpoint, Fabric, Link, Location, Manifest, parse_ratio
+from cabling.model import (
+    Device,
+    Endpoint,
+    Fabric,
+    Link,
+    Location,
+    Manifest,
+    check_name,
+    parse_ratio,
+)
 from cabling.speeds import SPEEDS, normalize_speed
 
 
@@ -40,6 +49,10 @@ def plan_fat_tree(spec: PlanSpec) -> Manifest:
         raise CablingInputError(
             f"--speed {spec.speed!r} is not a link speed", hint="use one of " + ", ".join(SPEEDS),
         ) from None
+    try:
+        check_name(f"{spec.host_prefix}001", "host name", device=True)
+    except ValueError as exc:
+        raise CablingInputError(f"--host-prefix: {exc}") from None
     if spec.hosts < 1 or spec.hcas < 1:
         raise CablingInputError("hosts and HCAs per host must be at least 1")
     if spec.radix < 4 or spec.radix % 2:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cabling.findings import Report
+from cabling.safetext import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,9 +30,10 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
     shown = report.findings if limit is None else report.findings[:limit]
     if report.findings and not console.is_terminal:
         for f in shown:
-            where = f" {f.where}:" if f.where else ""
-            console.print(f"{f.severity} {f.kind}{where} {f.message}" + (f"\n    fix: {f.fix}" if f.fix else ""),
-                          markup=False)
+            # Names come from input files: escaped, a name cannot forge a finding line or colour the log.
+            where = f" {printable(f.where)}:" if f.where else ""
+            console.print(f"{f.severity} {f.kind}{where} {printable(f.message)}"
+                          + (f"\n    fix: {printable(f.fix)}" if f.fix else ""), markup=False)
     elif report.findings:
         # here: the summary line alone must not load rich
         from rich.table import Table
@@ -45,8 +47,8 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
         table.add_column("where", overflow="fold")
         for f in shown:
             # Device and port names come from input files: cells are text, never markup.
-            table.add_row(Text(f.severity, style=_STYLE[f.severity]), f.kind, Text(f.message),
-                          Text(f.fix), Text(f.where))
+            table.add_row(Text(f.severity, style=_STYLE[f.severity]), f.kind, Text(printable(f.message)),
+                          Text(printable(f.fix)), Text(printable(f.where)))
         console.print(table)
     if limit is not None and len(report.findings) > limit:
         console.print(f"... {len(report.findings) - limit} more (use --limit 0 or --format json for all)")

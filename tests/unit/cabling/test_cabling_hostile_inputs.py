@@ -125,3 +125,93 @@ def test_repeated_json_key_is_an_error_naming_path_and_key(tmp_path):
     path.write_text('{"devices": [],\n "links": [{"a": "h1:mlx5_0", "b": "l0:1"}],\n "links": []}')
     with pytest.raises(CablingInputError, match=r"m.json:3: key 'links' appears twice at the top level"):
         load_manifest(path)
+
+
+# 5. CSV cable lists
+
+CSV_HEAD = "cable,a_device,a_port,b_device,b_port\n"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("C1,gpu001,mlx5_0,,\n", r"x.csv:2: b_device \(column 4\) is empty"),
+    ("C1,gpu001,mlx5_0,leaf1,1\nC2,,,leaf1,3\n", r"x.csv:3: a_device \(column 2\) is empty"),
+    # An unclosed quote used to swallow the rest of the file into one cell and make a self-link.
+    ('"C1,gpu001,mlx5_0\n', r"x.csv:2: a quoted cell is never closed"),
+    ('C1,gpu001,mlx5_0,leaf1,1\n"C2,gpu002,mlx5_0,leaf1,2\nC3,gpu003,mlx5_0,leaf1,3\n', r"x.csv:3: a quoted cell"),
+    # A record with a quoted line break is named by the line it starts on.
+    ('"gpu\n001",gpu001,mlx5_0\n', r"x.csv:2: b_device \(column 4\) is empty"),
+    ("", "header but no cable rows"),
+])
+def test_csv_rows_missing_cells_or_quotes_are_errors(body, message):
+    from cabling.csvio import parse_csv
+
+    with pytest.raises(CablingInputError, match=message):
+        parse_csv(CSV_HEAD + body, "x.csv")
+
+
+def test_csv_header_case_and_delimiter():
+    from cabling.csvio import parse_csv
+
+    m = parse_csv(CSV_HEAD.upper() + "C1,gpu001,mlx5_0,leaf1,1\n", "x.csv")
+    assert str(m.links[0]) == "gpu001:mlx5_0 <-> leaf1:1"
+    with pytest.raises(CablingInputError) as exc:
+        parse_csv(CSV_HEAD.replace(",", ";") + "C1;gpu001;mlx5_0;leaf1;1\n", "x.csv")
+    assert "separated by ';'" in str(exc.value)
+
+
+# 6. spreadsheet formulas; 12. control characters in names
+
+
+@pytest.mark.parametrize("name", ["=cmd|' /C calc'!A0", "+HYPERLINK(1)", "-2+3", "@SUM(1)", "\tTAB", " h1",
+                                  "h1\nerror CAB999 fake", "h\x1b[31m1", "h1\x00", "h\u202e1gpu"])
+def test_device_name_that_is_a_formula_or_holds_controls_is_refused_at_load(name):
+    text = HEAD + f"  - {{name: {json.dumps(name)}, kind: switch, ports: 64}}\nlinks: []\n"
+    with pytest.raises(CablingInputError) as exc:
+        parse_manifest(text, "x.yaml")
+    message = str(exc.value)
+    assert message.startswith("x.yaml:4: [devices.1.name]"), message
+    assert "\x1b" not in message and "\x00" not in message and "\u202e" not in message
+    assert "\n" not in message.split("\n  hint:")[0]
+
+
+@pytest.mark.parametrize("end", ["=x:1", "h1:mlx5\x1b[2J", "h\u202e1:mlx5_0"])
+def test_link_end_with_formula_device_or_control_characters_is_refused(end):
+    text = HEAD + f"links:\n  - {{a: {json.dumps(end)}, b: 'l0:1'}}\n"
+    with pytest.raises(CablingInputError, match=r"x.yaml:5: \[links.0.a\]"):
+        parse_manifest(text, "x.yaml")
+
+
+def test_csv_and_ndt_export_neutralise_formula_cells(tmp_path):
+    from cabling.csvio import export_csv, parse_csv
+    from cabling.ndt import export_ndt
+
+    text = HEAD + "  - {name: l0, kind: switch, ports: 64, location: {rack: '-2+3'}}\n" \
+        "links:\n  - {a: 'h1:mlx5_0', b: 'l0:1', cable: '=IMPORTXML(1)', type: '@SUM(1)'}\n" \
+        "  - {a: 'h1:mlx5_0', b: 'l0:-1', cable: \"\\tC2\"}\n"
+    m = parse_manifest(text, "x.yaml")
+    csv_text = export_csv(m)
+    assert "'=IMPORTXML(1)" in csv_text and "'@SUM(1)" in csv_text and "'-2+3" in csv_text
+    assert "\n=" not in csv_text and ",=" not in csv_text and ",-" not in csv_text and ",@" not in csv_text
+    back = parse_csv(csv_text, "x.csv")
+    assert back.links[0].cable == "=IMPORTXML(1)" and back.links[0].type == "@SUM(1)"
+    ndt = export_ndt(m)
+    assert all(not cell.startswith(("=", "+", "-", "@")) for row in ndt.splitlines() for cell in row.split(","))
+
+
+def test_report_text_escapes_unprintable_characters():
+    import io
+
+    from rich.console import Console
+
+    from cabling.findings import Finding, Report
+    from cabling.report.text import render_text
+
+    report = Report(title="lint", findings=[Finding(severity="error", kind="CAB001", message="link zz\x1b[31mRED\nerror x",
+                                                    fix="fix \u202e", where="links[0]")])
+    buf = io.StringIO()
+    render_text(report, Console(file=buf, width=200, highlight=False))
+    text = buf.getvalue()
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "zz\\x1b[31mRED\\nerror x" in text
+    err = CablingInputError("device 'a\x1bb' bad\nline", file="x.yaml", line=3)
+    assert "\x1b" not in str(err) and "\n" not in str(err)
