@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,52 +37,97 @@ class Password:
 
 
 def parse_ufm(systems: list[dict[str, Any]], ports: list[dict[str, Any]], links: list[dict[str, Any]],
-              source: str = "ufm") -> DiscoveredFabric:
-    """Build the discovered fabric from UFM's ``/resources/{systems,ports,links}`` JSON lists."""
+              source: str = "ufm", files: tuple[str, str, str] | None = None) -> DiscoveredFabric:
+    """Build the discovered fabric from UFM's ``/resources/{systems,ports,links}`` JSON lists.
+
+    ``files`` names where each list came from (``systems.json``...), for errors that point at the
+    value: ``ufm/ports.json: [3].active_speed: ...``. A link listed twice (overlapping REST pages)
+    or from both ends counts once; a port in two different links is an error naming both."""
+    where = dict(zip(RESOURCES, files or (source,) * 3, strict=True))
+    if not systems and not ports and not links and all(isinstance(x, list) for x in (systems, ports, links)):
+        raise CablingInputError(
+            "nothing was read: systems, ports and links are all empty lists", file=source,
+            hint="save GET /ufmRest/resources/{systems,ports,links} again from a UFM that manages the fabric",
+        )
     fab = DiscoveredFabric(source=source)
-    port_info: dict[tuple[str, str], dict[str, Any]] = {}
-    for i, p in enumerate(_list(ports, "ports", source)):
-        guid, num = _req(p, "guid", "ports", i, source), str(_req(p, "number", "ports", i, source))
-        port_info[(_g(guid), num)] = p
+    port_info: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    for i, p in enumerate(_list(ports, "ports", where["ports"])):
+        guid = _g(_req(p, "guid", "ports", i, where["ports"]), where["ports"], f"ports[{i}].guid")
+        num = _port_number(_req(p, "number", "ports", i, where["ports"]), where["ports"], f"ports[{i}].number",
+                           allow_zero=True)
+        port_info[(guid, str(num))] = (i, p)
         system = p.get("system_name") or ""
         if not p.get("peer_guid") and p.get("physical_state") not in (None, "Link Up", "LinkUp"):
-            fab.down_ports[(_g(guid), _port_number(num))] = str(p.get("physical_state"))
-        node = fab.nodes.get(_g(guid))
+            fab.down_ports[(guid, num)] = str(p.get("physical_state"))
+        node = fab.nodes.get(guid)
         if node is None and system:
             kind = "switch" if "switch" in str(p.get("description", "")).lower() else "ca"
             desc = p.get("node_description") or system
             if kind == "switch":
                 desc = str(desc).rsplit(":", 1)[0]
-            fab.nodes[_g(guid)] = DNode(guid=_g(guid), kind=kind, desc=str(desc),  # type: ignore[arg-type]
-                                        name=system if kind == "switch" else None)
-    for i, s in enumerate(_list(systems, "systems", source)):
-        guid = _g(_req(s, "guid", "systems", i, source))
+            fab.nodes[guid] = DNode(guid=guid, kind=kind, desc=str(desc),  # type: ignore[arg-type]
+                                    name=system if kind == "switch" else None)
+    for i, s in enumerate(_list(systems, "systems", where["systems"])):
+        guid = _g(_req(s, "guid", "systems", i, where["systems"]), where["systems"], f"systems[{i}].guid")
         kind = "switch" if str(s.get("type", "")).lower() == "switch" else "ca"
         if guid not in fab.nodes:
             fab.nodes[guid] = DNode(guid=guid, kind=kind, desc=str(s.get("description") or s.get("system_name")),  # type: ignore[arg-type]
                                     name=str(s.get("system_name")) if kind == "switch" else None)
-    for i, lk in enumerate(_list(links, "links", source)):
-        ends = []
+    lfile = where["links"]
+    seen: dict[frozenset[tuple[str, int]], int] = {}
+    port_link: dict[tuple[str, int], int] = {}
+    for i, lk in enumerate(_list(links, "links", lfile)):
+        ends: list[tuple[str, int]] = []
         for side in ("source", "destination"):
-            guid = _g(_req(lk, f"{side}_guid", "links", i, source))
-            port = str(_req(lk, f"{side}_port", "links", i, source))
+            guid = _g(_req(lk, f"{side}_guid", "links", i, lfile), lfile, f"links[{i}].{side}_guid")
+            port = _port_number(_req(lk, f"{side}_port", "links", i, lfile), lfile, f"links[{i}].{side}_port")
             desc = str(lk.get(f"{side}_port_node_description", ""))
             if guid not in fab.nodes:
                 is_switch = desc.endswith(f":{port}")
                 fab.nodes[guid] = DNode(guid=guid, kind="switch" if is_switch else "ca",
                                         desc=desc.rsplit(":", 1)[0] if is_switch else desc,
                                         name=desc.rsplit(":", 1)[0] if is_switch else None)
-            ends.append((guid, _port_number(port)))
-        info = port_info.get((ends[0][0], str(ends[0][1]))) or {}
+            ends.append((guid, port))
+        if ends[0] == ends[1]:
+            raise CablingInputError(
+                f"links[{i}] links GUID 0x{ends[0][0]} port {ends[0][1]} to itself", file=lfile,
+                hint="a port cannot be cabled to itself: save links.json again from UFM",
+            )
+        key = frozenset(ends)
+        if key in seen:
+            continue  # the same cable again (a repeated record, or seen from its other end)
+        for end in ends:
+            other = port_link.get(end)
+            if other is not None:
+                raise CablingInputError(
+                    f"links[{i}] and links[{other}] both cable GUID 0x{end[0]} port {end[1]} "
+                    f"({_desc(fab, end[0])}), to different peers: one port holds one cable",
+                    file=lfile, hint="save links.json again from UFM (a port in two links is not a fabric UFM "
+                    "reports); if it repeats, compare the port's peer in UFM's port view",
+                )
+        seen[key] = i
+        for end in ends:
+            port_link[end] = i
+        j, info = port_info.get((ends[0][0], str(ends[0][1]))) or (None, {})
         try:
-            width = normalize_width(lk.get("width") or info.get("active_width"))
+            width = normalize_width(lk.get("width"))
+        except ValueError as exc:
+            raise CablingInputError(f"links[{i}].width: {exc}", file=lfile) from None
+        try:
+            width = width or normalize_width(info.get("active_width"))
             speed = normalize_speed(info.get("active_speed")) if info.get("active_speed") else None
         except ValueError as exc:
-            raise CablingInputError(f"links[{i}]: {exc}", file=source) from None
+            field = "active_width" if "width" in str(exc) else "active_speed"
+            raise CablingInputError(f"ports[{j}].{field}: {exc}", file=where["ports"]) from None
         state = str(info.get("logical_state", "Active")).lower()
         fab.links.append(DLink(ends[0][0], ends[0][1], ends[1][0], ends[1][1], width, speed,
                                ACTIVE if state == "active" else state, i + 1))
     return fab
+
+
+def _desc(fab: DiscoveredFabric, guid: str) -> str:
+    node = fab.nodes.get(guid)
+    return repr(node.desc) if node is not None else "unknown node"
 
 
 def load_ufm_dir(path: str | Path) -> DiscoveredFabric:
@@ -94,7 +140,8 @@ def load_ufm_dir(path: str | Path) -> DiscoveredFabric:
             raise CablingInputError(f"missing {name}.json", file=str(p),
                                     hint="save GET /ufmRest/resources/{systems,ports,links} as JSON files")
         data.append(parse_json(read_text(f, f"UFM {name}", strict=False), str(f), f"UFM {name}"))
-    return parse_ufm(data[0], data[1], data[2], str(p))
+    files = tuple(str(p / f"{name}.json") for name in RESOURCES)
+    return parse_ufm(data[0], data[1], data[2], str(p), files)  # type: ignore[arg-type]
 
 
 class UfmClient:
@@ -155,13 +202,27 @@ class UfmClient:
         return parse_ufm(self.get("systems"), self.get("ports"), self.get("links"), source=self.url)
 
 
-def _port_number(text: str) -> int | str:
-    # A port number as an int; anything else (a name, a 4,300-digit string) stays text.
-    return int(text) if text.isdecimal() and len(text) < 10 else text
+_GUID = re.compile(r"(?:0x)?[0-9a-f]{1,16}")
 
 
-def _g(guid: object) -> str:
-    return str(guid).lower().removeprefix("0x").rjust(16, "0")
+def _port_number(value: object, file: str, path: str, *, allow_zero: bool = False) -> int:
+    """A UFM port number (``"17"`` or ``17``); anything else is an error naming file and JSON path."""
+    text = str(value).strip() if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    if text.isdecimal() and text.isascii() and len(text) < 6 and (int(text) > 0 or allow_zero):
+        return int(text)
+    raise CablingInputError(f"{path}: {value!r} is not a port number", file=file,
+                            hint="UFM numbers ports from 1; save the file again from UFM")
+
+
+def _g(guid: object, file: str, path: str) -> str:
+    """A GUID as 16 lower-case hex digits; a number or other text is an error naming file and path."""
+    if isinstance(guid, str):
+        text = guid.strip().lower()
+        if _GUID.fullmatch(text):
+            return text.removeprefix("0x").rjust(16, "0")
+    what = "a JSON number" if isinstance(guid, int | float) and not isinstance(guid, bool) else repr(guid)
+    raise CablingInputError(f"{path}: {what} is not a GUID", file=file,
+                            hint='UFM writes GUIDs as text of up to 16 hex digits ("0002c903000e0b72")')
 
 
 def _list(obj: object, name: str, source: str) -> list[dict[str, Any]]:

@@ -225,7 +225,7 @@ def test_ufm_errors(tmp_path):
     with pytest.raises(CablingInputError, match=r"UFM links\[0\] has no 'source_guid'"):
         parse_ufm([], [], [{"source_port": "1"}])
     bad = [{"source_guid": "1", "source_port": "1", "destination_guid": "2", "destination_port": "1", "width": "3x"}]
-    with pytest.raises(CablingInputError, match=r"links\[0\]: unknown link width"):
+    with pytest.raises(CablingInputError, match=r"links\[0\]\.width: unknown link width"):
         parse_ufm([], [], bad)
 
 

@@ -215,3 +215,70 @@ def test_report_text_escapes_unprintable_characters():
     assert "zz\\x1b[31mRED\\nerror x" in text
     err = CablingInputError("device 'a\x1bb' bad\nline", file="x.yaml", line=3)
     assert "\x1b" not in str(err) and "\n" not in str(err)
+
+
+# 7-9. UFM REST exports (mutations of tests/fixtures/cabling/ufm, written here)
+
+
+def _ufm_copy(fixtures, tmp_path, change) -> Path:
+    data = {r: json.loads((fixtures / "ufm" / f"{r}.json").read_text()) for r in ("systems", "ports", "links")}
+    change(data)
+    for r, value in data.items():
+        (tmp_path / f"{r}.json").write_text(json.dumps(value))
+    return tmp_path
+
+
+def test_ufm_repeated_or_reversed_link_counts_once(fixtures, tmp_path):
+    from cabling.asbuilt import as_built
+    from cabling.discovery.ufm import load_ufm_dir
+
+    base = as_built(load_ufm_dir(fixtures / "ufm"))
+
+    def repeat(d):
+        lk = d["links"][0]
+        d["links"].append(dict(lk))
+        d["links"].append({**lk, "source_guid": lk["destination_guid"], "source_port": lk["destination_port"],
+                           "destination_guid": lk["source_guid"], "destination_port": lk["source_port"]})
+
+    m = as_built(load_ufm_dir(_ufm_copy(fixtures, tmp_path, repeat)))
+    assert (len(m.devices), len(m.links)) == (len(base.devices), len(base.links)) == (8, 11)
+
+
+def test_ufm_port_in_two_links_is_named_as_such(fixtures, tmp_path):
+    from cabling.discovery.ufm import load_ufm_dir
+
+    def twice(d):
+        d["links"][1]["source_guid"], d["links"][1]["source_port"] = d["links"][0]["source_guid"], d["links"][0]["source_port"]
+
+    path = _ufm_copy(fixtures, tmp_path, twice)
+    guid, port = json.loads((path / "links.json").read_text())[0]["source_guid"], 1
+    with pytest.raises(CablingInputError) as exc:
+        load_ufm_dir(path)
+    message = str(exc.value)
+    assert "links.json: links[1] and links[0] both cable GUID" in message and f"0x{guid} port {port}" in message
+    assert "duplicate guid" not in message
+
+
+@pytest.mark.parametrize(("change", "file", "path"), [
+    (lambda d: d["ports"][0].__setitem__("active_speed", "HDR100"), "ports.json", "ports[0].active_speed"),
+    (lambda d: d["links"][2].__setitem__("source_guid", int(d["links"][2]["source_guid"], 16)), "links.json",
+     "links[2].source_guid"),
+    (lambda d: d["links"][0].__setitem__("destination_guid", "not-a-guid!"), "links.json", "links[0].destination_guid"),
+    (lambda d: d["links"][0].__setitem__("source_port", "-1"), "links.json", "links[0].source_port"),
+    (lambda d: d["links"][0].update(destination_guid=d["links"][0]["source_guid"],
+                                    destination_port=d["links"][0]["source_port"]), "links.json", "links[0] links GUID"),
+    (lambda d: d["systems"][0].__setitem__("guid", 5), "systems.json", "systems[0].guid"),
+])
+def test_ufm_bad_values_name_file_and_json_path(fixtures, tmp_path, change, file, path):
+    from cabling.discovery.ufm import load_ufm_dir
+
+    with pytest.raises(CablingInputError) as exc:
+        load_ufm_dir(_ufm_copy(fixtures, tmp_path, change))
+    assert f"{file}: {path}" in str(exc.value)
+
+
+def test_ufm_all_empty_says_nothing_was_read(tmp_path):
+    for r in ("systems", "ports", "links"):
+        (tmp_path / f"{r}.json").write_text("[]")
+    out = _bad_input(run("import", "--ufm-dir", str(tmp_path)))
+    assert "nothing was read" in out
