@@ -155,7 +155,7 @@ class Section:
         return self.rc == 0
 
 
-_END = re.compile(rf"^{re.escape(END)} (?P<name>\S+) rc=(?P<rc>\d{{1,9}})$")
+_END = re.compile(rf"^{re.escape(END)} (?P<name>\S+) rc=(?P<rc>[0-9]{{1,9}})$")
 
 
 def parse_sections(output: str) -> dict[str, Section]:

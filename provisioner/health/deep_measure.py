@@ -12,11 +12,11 @@ import statistics
 
 from provisioner.health.ib import IB_ERROR_COUNTERS, counter_deltas, parse_counters
 
-_NUM = r"\d{1,12}(?:\.\d{1,12})?"  # bounded: int() refuses 4,300 digits, "1.2.3" is no float
-_MATMUL = re.compile(rf"^gpu=(?P<gpu>\d{{1,4}}) tflops=(?P<tflops>{_NUM})\s*$")
+_NUM = r"[0-9]{1,12}(?:\.[0-9]{1,12})?"  # bounded: int() refuses 4,300 digits, "1.2.3" is no float
+_MATMUL = re.compile(rf"^gpu=(?P<gpu>[0-9]{{1,4}}) tflops=(?P<tflops>{_NUM})\s*$")
 _MATRIX_TITLE = re.compile(r"bandwidth \(GB/s\)")
 _BW_LINE = re.compile(
-    rf"^\s*(?P<bytes>\d+)\s+(?P<iters>\d+)\s+(?P<peak>{_NUM})\s+(?P<avg>{_NUM})\s+(?P<rate>{_NUM})\s*$"
+    rf"^\s*(?P<bytes>[0-9]+)\s+(?P<iters>[0-9]+)\s+(?P<peak>{_NUM})\s+(?P<avg>{_NUM})\s+(?P<rate>{_NUM})\s*$"
 )
 
 

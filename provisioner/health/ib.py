@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from provisioner.health.errors import ParseError
 
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
-_PORT = re.compile(r"^\s*Port (?P<num>\d{1,9}):\s*$")
+_PORT = re.compile(r"^\s*Port (?P<num>[0-9]{1,9}):\s*$")
 _KV = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<value>.*)$")
 
 

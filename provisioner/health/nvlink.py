@@ -43,9 +43,9 @@ def nvlink_spec(product: str | None) -> NvlinkSpec | None:
             return spec
     return None
 
-_GPU = re.compile(r"^GPU (?P<idx>\d{1,9}): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)")
-_LINK_SPEED = re.compile(r"^\s*Link (?P<link>\d{1,9}): (?P<value>.*)$")
-_LINK_COUNTER = re.compile(r"^\s*Link (?P<link>\d{1,9}): (?P<counter>[A-Za-z ]+?): (?P<value>\d{1,30})\s*$")
+_GPU = re.compile(r"^GPU (?P<idx>[0-9]{1,9}): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)")
+_LINK_SPEED = re.compile(r"^\s*Link (?P<link>[0-9]{1,9}): (?P<value>.*)$")
+_LINK_COUNTER = re.compile(r"^\s*Link (?P<link>[0-9]{1,9}): (?P<counter>[A-Za-z ]+?): (?P<value>[0-9]{1,30})\s*$")
 
 
 @dataclass
@@ -71,7 +71,7 @@ def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
         m = _LINK_SPEED.match(line)
         if m and gpu is not None:
             value = m.group("value").strip()
-            s = re.match(r"(\d{1,6}(?:\.\d{1,6})?) GB/s", value)
+            s = re.match(r"([0-9]{1,6}(?:\.[0-9]{1,6})?) GB/s", value)
             out[gpu].append(NvLink(gpu, int(m.group("link")), float(s.group(1)) if s else None, value))
     return out
 

@@ -127,7 +127,7 @@ def _first(tree: Tree, *paths: tuple[str, ...]) -> Any:
 def _int(value: Any) -> int | None:
     if _no_value(value):
         return None
-    m = re.match(r"^-?\d{1,30}", value.strip())
+    m = re.match(r"^-?[0-9]{1,30}", value.strip())
     return int(m.group(0)) if m else None
 
 

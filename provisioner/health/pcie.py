@@ -17,10 +17,10 @@ _HEADER = re.compile(
     r"(?: \[(?P<clsid>[0-9a-f]{4})\])?: (?P<desc>.*)$"
 )
 _IDS = re.compile(r"\[(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})\]")
-_SPEED = re.compile(r"Speed (?P<speed>\d{1,6}(?:\.\d{1,6})?)GT/s(?: \((?P<sq>ok|downgraded)\))?")
-_WIDTH = re.compile(r"Width x(?P<width>\d{1,4})(?: \((?P<wq>ok|downgraded)\))?")
+_SPEED = re.compile(r"Speed (?P<speed>[0-9]{1,6}(?:\.[0-9]{1,6})?)GT/s(?: \((?P<sq>ok|downgraded)\))?")
+_WIDTH = re.compile(r"Width x(?P<width>[0-9]{1,4})(?: \((?P<wq>ok|downgraded)\))?")
 _BUS = re.compile(r"Bus: primary=(?P<p>[0-9a-f]+), secondary=(?P<s>[0-9a-f]+), subordinate=(?P<u>[0-9a-f]+)")
-_PORT = re.compile(r"Express \(v\d\) (?P<port>[A-Za-z ]+?)(?: \(|,|$)")
+_PORT = re.compile(r"Express \(v[0-9]\) (?P<port>[A-Za-z ]+?)(?: \(|,|$)")
 # PCIe transfer rate (GT/s) -> generation
 SPEED_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
@@ -201,10 +201,10 @@ def judge_link(dev: PciDevice, parent: PciDevice | None) -> list[LinkFinding]:
 # "pci 0000:18:00.0: 8.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe x4 link at
 #  0000:17:00.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)"
 _BW = re.compile(
-    r"(?P<dev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?P<avail>\d{1,6}(?:\.\d{1,6})?) Gb/s available PCIe "
-    r"bandwidth, limited by (?P<speed>\d{1,6}(?:\.\d{1,6})?) GT/s PCIe x(?P<width>\d{1,4}) link at "
-    r"(?P<at>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \(capable of (?P<cap>\d{1,6}(?:\.\d{1,6})?) Gb/s with "
-    r"(?P<cspeed>\d{1,6}(?:\.\d{1,6})?) GT/s PCIe x(?P<cwidth>\d{1,4}) link\)"
+    r"(?P<dev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?P<avail>[0-9]{1,6}(?:\.[0-9]{1,6})?) Gb/s available PCIe "
+    r"bandwidth, limited by (?P<speed>[0-9]{1,6}(?:\.[0-9]{1,6})?) GT/s PCIe x(?P<width>[0-9]{1,4}) link at "
+    r"(?P<at>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \(capable of (?P<cap>[0-9]{1,6}(?:\.[0-9]{1,6})?) Gb/s with "
+    r"(?P<cspeed>[0-9]{1,6}(?:\.[0-9]{1,6})?) GT/s PCIe x(?P<cwidth>[0-9]{1,4}) link\)"
 )
 
 

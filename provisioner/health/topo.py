@@ -15,10 +15,10 @@ from provisioner.health.errors import ParseError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_GPU_LABEL = re.compile(r"^GPU\d+$")
-_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
-_NIC_ROW = re.compile(r"^(NIC\d+|mlx\d+_\d+|mlx5_\w+|ib\w+)$")
-_RELATION = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
+_GPU_LABEL = re.compile(r"^GPU[0-9]+$")
+_LEGEND = re.compile(r"^\s*(NIC[0-9]+):\s*(\S+)\s*$")
+_NIC_ROW = re.compile(r"^(NIC[0-9]+|mlx[0-9]+_[0-9]+|mlx5_\w+|ib\w+)$")
+_RELATION = re.compile(r"^(X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
 
 # Closest first. SOC is the pre-2017 spelling of SYS.
 RELATION_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4, "SOC": 4}
@@ -77,7 +77,7 @@ def _affinity(extra: list[str], tabbed: bool, header: list[str]) -> tuple[str | 
         cpu, numa = named.get("CPU Affinity") or None, named.get("NUMA Affinity")
     else:
         vals = [c for c in extra if c]
-        cpu = next((v for v in vals if re.fullmatch(r"[\d,\-]+", v) and ("-" in v or "," in v)), None)
+        cpu = next((v for v in vals if re.fullmatch(r"[0-9,\-]+", v) and ("-" in v or "," in v)), None)
         rest = [v for v in vals if v != cpu]
         numa = rest[0] if rest else None
     n = int(numa) if numa is not None and numa.isdigit() else None

@@ -230,7 +230,7 @@ def _ib_ports(ctx: Context, cid: str) -> list[IbPort] | CheckResult:
 def _natural(name: str) -> list[object]:
     """mlx5_2/1 before mlx5_10/1 (rails are numbered, not sorted as text)."""
     # Digit runs (odd positions) compare by value without int(): it refuses 4,300+ digits.
-    parts = re.split(r"(\d+)", name)
+    parts = re.split(r"([0-9]+)", name)
     return [(len(t.lstrip("0")), t.lstrip("0")) if i % 2 else t for i, t in enumerate(parts)]
 
 

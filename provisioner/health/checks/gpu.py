@@ -377,7 +377,7 @@ def _nvlink_fault(cid: str, down: list[NvLink], findings: list[str], observed: d
                   threshold: dict[str, object]) -> CheckResult:
     """FAIL for inactive links or findings; a GPU the driver lost needs a reboot, not a reset."""
     gpus = sorted({ln.gpu for ln in down} | {int(m) for f in findings
-                                              for m in re.findall(r"GPU (\d+)", f)})
+                                              for m in re.findall(r"GPU ([0-9]+)", f)})
     lost_gpu = any(f.startswith("nvlink.gpus_missing") for f in findings)
     what = [f"{len(down)} NVLink(s) inactive"] if down else []
     what += [f.split(": ", 1)[1] for f in findings[:3]]
@@ -443,7 +443,7 @@ _ALLOWED_REASONS = {"Idle", "SW Power Cap", "Applications Clocks Setting", "Disp
                     "Sync Boost"}
 _DCGM_LINE = re.compile(
     r"^DCGM_FI_DEV_(?:CLOCK_THROTTLE_REASONS|CLOCKS_EVENT_REASONS)\{(?P<labels>[^}]*)\}\s+"
-    r"(?P<value>[\d.e+]+)"
+    r"(?P<value>[0-9.e+]+)"
 )
 
 
@@ -524,7 +524,7 @@ def check_gpudirect(ctx: Context) -> CheckResult:
                       detail="the image loads nvidia_peermem at boot (modules-load.d); "
                       "re-image if a reboot does not load it")
     kernel = dict(ln.split("=", 1) for ln in ctx.text("meta").splitlines() if "=" in ln).get("kernel", "")
-    m = re.match(r"(\d+)\.(\d+)", kernel)
+    m = re.match(r"([0-9]+)\.([0-9]+)", kernel)
     new_enough = m is not None and (int(m.group(1)), int(m.group(2))) >= (5, 12)
     if "nvidia" in modules and new_enough:
         return result(cid, Status.PASS, f"DMA-BUF: nvidia loaded on kernel {kernel}",

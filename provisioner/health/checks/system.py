@@ -183,8 +183,8 @@ def kernel_offenders(lines: list[str], allow: list[str]) -> list[str]:
 # Timestamp prefixes of dmesg -T, dmesg --time-format=iso (with or without --decode), journald
 # short-iso ("<ts> <host> kernel:") and raw /dev/kmsg records.
 _PREFIX = re.compile(
-    r"^(?:\[[^\]]*\]\s*|kern\s*:\s*\w+\s*:\s*\S+\s+|\d{4}-\d\d-\d\dT\S+\s+(?:\S+ kernel:\s*)?"
-    r"|\d+,\d+,\d+,[^;]*;)"
+    r"^(?:\[[^\]]*\]\s*|kern\s*:\s*\w+\s*:\s*\S+\s+|[0-9]{4}-[0-9][0-9]-[0-9][0-9]T\S+\s+(?:\S+ kernel:\s*)?"
+    r"|[0-9]+,[0-9]+,[0-9]+,[^;]*;)"
 )
 
 

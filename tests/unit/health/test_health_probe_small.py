@@ -52,3 +52,15 @@ def test_counter_going_down_or_reading_garbage_is_not_a_link_error():
 
 def test_counters_with_non_ascii_digits_are_not_read():
     assert parse_counters("mlx5_0/1 link_downed \u0667\n") == {}
+
+
+def test_non_ascii_digits_are_no_numbers_in_any_parser():
+    # Written here: "٣" (ARABIC-INDIC THREE) and "８" (FULLWIDTH EIGHT) match \d in Python.
+    from provisioner.health.nvlink import parse_nvlink_status
+    from provisioner.health.pcie import parse_lspci
+
+    lspci = ("19:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)\n"
+             "\t\tLnkSta:\tSpeed ٣2GT/s, Width x１６\n")
+    (dev,) = parse_lspci(lspci)
+    assert dev.sta.width is None and dev.sta.speed is None
+    assert parse_nvlink_status("GPU ٣: NVIDIA H100 (UUID: GPU-1)\n\t Link ٣: 26.562 GB/s\n") == {}
