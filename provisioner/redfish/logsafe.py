@@ -24,28 +24,35 @@ MIN_SECRET_LEN = 3
 # counted: clients of one site share a password, and one closing must not unlist it.
 _KNOWN: collections.Counter[str] = collections.Counter()
 _KNOWN_LOCK = threading.Lock()
+_longest_first: list[str] = []  # _KNOWN's words, longest first: rebuilt when _KNOWN changes
 
 
 def remember(secrets: Iterable[str]) -> None:
     """Redact these wherever they appear, whatever the words around them (a BMC that quotes
     the password or token it was sent in an error, a library's body dump), until forgotten."""
+    global _longest_first
     with _KNOWN_LOCK:
         _KNOWN.update(s for s in secrets if len(s) >= MIN_SECRET_LEN)
+        _longest_first = sorted(_KNOWN, key=len, reverse=True)
 
 
 def forget(secrets: Iterable[str]) -> None:
     """Undo one :func:`remember` of these (the client that sent them is closed)."""
+    global _longest_first
     with _KNOWN_LOCK:
         _KNOWN.subtract(s for s in secrets if len(s) >= MIN_SECRET_LEN)
         for word in [w for w, n in _KNOWN.items() if n <= 0]:
             del _KNOWN[word]
+        _longest_first = sorted(_KNOWN, key=len, reverse=True)
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every remembered secret, and each of ``secrets``, replaced by ``***``."""
-    with _KNOWN_LOCK:
-        words = set(_KNOWN) | {s for s in secrets if len(s) >= MIN_SECRET_LEN}
-    for word in sorted(words, key=len, reverse=True):
+    words = _longest_first  # a list never changed in place: no lock needed to read it
+    extra = [s for s in secrets if len(s) >= MIN_SECRET_LEN]
+    if extra:
+        words = sorted({*words, *extra}, key=len, reverse=True)
+    for word in words:
         if word in text:
             text = text.replace(word, "***")
     return text
