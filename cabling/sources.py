@@ -80,6 +80,9 @@ class DiscoveryOptions:
         fab = fabrics[0]
         for other in fabrics[1:]:
             fab.merge(other)
+        if note is not None:
+            for text in fab.warnings:
+                note(f"warning: {text}")
         names: dict[str, str] = {}
         for m in self.node_name_maps:
             warnings: list[str] = []

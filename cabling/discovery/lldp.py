@@ -42,13 +42,11 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
     fab = DiscoveredFabric(source=source)
     hid = f"lldp:{host.casefold()}"
     fab.nodes[hid] = DNode(guid=hid, kind="ca", desc=host, name=host)
-    any_switch = False
+    heard: dict[str, list[tuple[str, str]]] = {}
+    kinds: list[NodeKind] = []
     for ifname, entry in _interfaces(lldp.get("interface"), source):
         chassis_name, chassis_desc = _chassis(entry.get("chassis"), source, ifname)
         caps = _capabilities(entry.get("chassis"))
-        # No capability TLV: assume the usual case, a host's file whose neighbours are switches.
-        kind: NodeKind = "ca" if caps is not None and not caps & {"Bridge", "Router"} else "switch"
-        any_switch = any_switch or kind == "switch"
         port = entry.get("port") or {}
         if isinstance(port, list):
             port = port[0] if port else {}
@@ -57,15 +55,71 @@ def parse_lldp(text: str, host: str, source: str = "<lldp>") -> DiscoveredFabric
             pid = _value(port.get("descr"))  # hosts often send their MAC as port id and ifname as description
         if not chassis_name or not pid:
             raise CablingInputError(f"neighbour on {ifname} has no chassis name or port id", file=source)
+        kind = neighbour_kind(caps, chassis_desc, pid)
+        kinds.append(kind)
         chassis_name, pid = mac_name(chassis_name), mac_name(pid)
         sid = f"lldp:{chassis_name.casefold()}"
         fab.nodes.setdefault(sid, DNode(guid=sid, kind=kind, desc=chassis_desc or chassis_name,
                                         name=chassis_name))
+        heard.setdefault(ifname, []).append((sid, pid))
+    for ifname, peers in heard.items():
+        distinct = list(dict.fromkeys(peers))
+        if len(distinct) > 1:
+            # One cable has one far end: two neighbours on one interface are a hub, a tap or a
+            # media converter in between, and neither is the cable the plan means.
+            names = ", ".join(f"{fab.nodes[sid].name} {pid}" for sid, pid in distinct)
+            fab.warnings.append(f"{source}: {host} {ifname} hears {len(distinct)} LLDP neighbours ({names}): "
+                                "a hub or tap in between? its cable is left out")
+            continue
+        sid, pid = distinct[0]
         fab.links.append(DLink(hid, ifname, sid, pid))
-    if fab.links and not any_switch:
-        # Collected on a switch: its neighbours are hosts, so the local device is the switch.
+    # Collected on a switch: its own ports are named like a switch's, or every neighbour is a host
+    # (unless there is only one, a host too: two hosts cabled back to back).
+    if any(_SWITCH_PORT.match(i) for i in heard) or (kinds and "switch" not in kinds and len(heard) > 1):
         fab.nodes[hid].kind = "switch"
     return fab
+
+
+# Network operating systems, as they name themselves in the LLDP system description.
+_SWITCH_OS = re.compile(
+    r"Cumulus Linux|SONiC|\bOnyx\b|MLNX-OS|Mellanox|NVIDIA SN\d|Cisco|NX-OS|IOS-XE|IOS XR|\bEOS\b|Arista|"
+    r"Junos|Juniper|Comware|H3C|Huawei|\bVRP\b|Dell (?:EMC )?(?:Networking )?OS|\bOS10\b|FTOS|FASTPATH|"
+    r"Extreme|\bEXOS\b|ArubaOS|ProCurve|Brocade|FortiSwitch|Ruijie|\bRGOS\b|ZTE|Edgecore|Celestica|"
+    r"Broadcom|\bPicOS\b|Pica8",
+    re.IGNORECASE,
+)
+# Switch front-panel port names (Cumulus swp1, SONiC Ethernet120, NX-OS/EOS Eth1/8/3, Junos
+# et-0/0/1, Cisco HundredGigE1/0/1...); hosts name theirs eth0, ens1np0, enp129s0f0, eno1.
+_SWITCH_PORT = re.compile(
+    r"^(?:swp\d|Ethernet\d|Eth\d+/|(?:et|xe|ge|mge)-\d|(?:Ten|TwentyFive|Forty|Hundred|FourHundred)?GigE|"
+    r"(?:Ten|TwentyFive|Forty|Hundred|FourHundred)?GigabitEthernet|Te\d|Hu\d|Fo\d|Gi\d|Port-?channel)",
+    re.IGNORECASE,
+)
+# Host interface names (eth2, ens1np0, enp129s0f0, eno1, ib0, bond0).
+_HOST_PORT = re.compile(r"^(?:eth\d|en[opsx]\d|enp\d|ib\d|ibp\d|bond\d|mlx5_\d)", re.IGNORECASE)
+_HOST_OS = re.compile(r"Ubuntu|Red Hat|RHEL|CentOS|Rocky|AlmaLinux|Debian GNU|SUSE|Windows|ESXi|VMware|"
+                      r"GNU/Linux|Linux \d", re.IGNORECASE)
+
+
+def neighbour_kind(caps: set[str] | None, descr: str, port: str) -> NodeKind:
+    """Whether an LLDP neighbour is a switch or a host.
+
+    Capabilities alone mislead: lldpd on a Linux host advertises Bridge and Router once IP
+    forwarding or a bridge is on (every Kubernetes GPU node). So, in order: a network OS in the
+    system description (Cumulus, SONiC, Onyx, NX-OS, EOS, Junos, Comware...) or a switch port name
+    (``swp1``, ``Ethernet120``, ``Eth1/8/3``) is a switch; a host OS in the description (Ubuntu,
+    Red Hat, ``GNU/Linux``...) or a host interface name as port (``eth2``, ``ens1np0``) is a host
+    whatever it advertises; then Bridge/Router without
+    Station is a switch; a neighbour that says nothing is taken as the usual case, a switch."""
+    if _SWITCH_OS.search(descr) or _SWITCH_PORT.match(port):
+        return "switch"
+    if _HOST_OS.search(descr) or _HOST_PORT.match(port):
+        return "ca"
+    if caps is None:
+        return "switch"
+    if "Station" in caps or not caps & {"Bridge", "Router"}:
+        return "ca"
+    return "switch"
 
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(?:([:.-]?)[0-9a-fA-F]{2}){5}$|^[0-9a-fA-F]{4}(?:\.[0-9a-fA-F]{4}){2}$")

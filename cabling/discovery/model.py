@@ -68,6 +68,8 @@ class DiscoveredFabric:
     skipped_lines: list[int] = field(default_factory=list)
     # GUIDs that more than one node block reported: GUID -> "description (line N)" of each.
     duplicate_guids: dict[str, list[str]] = field(default_factory=dict)
+    # What a parser set aside and why (an LLDP interface hearing two neighbours), for the user.
+    warnings: list[str] = field(default_factory=list)
 
     def note_duplicate(self, guid: str, desc: str, line: int | None) -> None:
         """Record one of the nodes that share ``guid`` (a mis-flashed or cloned HCA or switch)."""
@@ -99,6 +101,7 @@ class DiscoveredFabric:
             else:
                 self.links[i] = lk
         self.down_ports.update(other.down_ports)
+        self.warnings.extend(other.warnings)
         for guid, descs in other.duplicate_guids.items():
             self.duplicate_guids.setdefault(guid, []).extend(d for d in descs if d not in self.duplicate_guids[guid])
         self.source = f"{self.source}+{other.source}" if self.source else other.source

@@ -282,3 +282,51 @@ def test_ufm_all_empty_says_nothing_was_read(tmp_path):
         (tmp_path / f"{r}.json").write_text("[]")
     out = _bad_input(run("import", "--ufm-dir", str(tmp_path)))
     assert "nothing was read" in out
+
+
+# 10-11. LLDP (lldpctl -f json shapes, written here)
+
+
+def _nb(chassis: str, port: str, descr: str | None = None, caps: tuple[str, ...] = ("Bridge", "Router")) -> dict:
+    body: dict = {"id": {"type": "mac", "value": "aa:bb:cc:00:00:01"},
+                  "capability": [{"type": c, "enabled": True} for c in caps]}
+    if descr:
+        body["descr"] = descr
+    return {"chassis": {chassis: body}, "port": {"id": {"type": "ifname", "value": port}}}
+
+
+def test_lldp_two_neighbours_on_one_interface_is_a_warning_not_a_duplicate_guid():
+    from cabling.discovery.lldp import parse_lldp
+
+    text = json.dumps({"lldp": {"interface": [{"eno1": _nb("TOR-A", "Eth1/8/3")}, {"eno1": _nb("TOR-B", "Eth2/8/3")},
+                                              {"eno2": _nb("TOR-A", "Eth1/9/3")}]}})
+    fab = parse_lldp(text, "host5", "host5.json")
+    assert [(lk.a_port, lk.b_guid, lk.b_port) for lk in fab.links] == [("eno2", "lldp:tor-a", "Eth1/9/3")]
+    assert len(fab.warnings) == 1
+    assert "host5 eno1 hears 2 LLDP neighbours (TOR-A Eth1/8/3, TOR-B Eth2/8/3)" in fab.warnings[0]
+
+
+def test_lldp_hosts_advertising_bridge_router_are_hosts_seen_from_the_switch():
+    from cabling.asbuilt import as_built
+    from cabling.discovery.lldp import parse_lldp
+
+    # Collected on a Cumulus leaf; Kubernetes GPU nodes forward IP, so lldpd says Bridge and Router.
+    text = json.dumps({"lldp": {"interface": {
+        "swp1": _nb("gpu001", "eth2", "Ubuntu 22.04.4 LTS Linux 5.15.0-105-generic"),
+        "swp3": _nb("gpu002", "eth2"),
+    }}})
+    kinds = {d.name: d.kind for d in as_built(parse_lldp(text, "leaf01")).devices}
+    assert kinds == {"leaf01": "switch", "gpu001": "host", "gpu002": "host"}
+
+
+def test_lldp_switch_os_decides_over_capabilities_seen_from_a_host():
+    from cabling.asbuilt import as_built
+    from cabling.discovery.lldp import parse_lldp
+
+    text = json.dumps({"lldp": {"interface": {
+        "ens1np0": _nb("leaf01", "Ethernet120", "SONiC Software Version: SONiC.4.0 - Distribution: Debian 10.13"),
+        "ens2np0": _nb("leaf02", "swp3", "Cumulus Linux version 5.9.1 running on NVIDIA SN5600", caps=("Station",)),
+        "eth9": _nb("gpu009", "eth9", "Ubuntu 22.04", caps=("Bridge", "Router")),
+    }}})
+    kinds = {d.name: d.kind for d in as_built(parse_lldp(text, "gpu001")).devices}
+    assert kinds == {"gpu001": "host", "leaf01": "switch", "leaf02": "switch", "gpu009": "host"}
