@@ -485,6 +485,10 @@ def diff_cmd(
     from cabling.sources import open_manifest
 
     before, after = open_manifest([old]), open_manifest([new])
+    # Each side is checked as a plan, so an error names the file it is in (OLD or NEW).
+    from cabling.diff import check_plan
+
+    check_plan(before)
     report = run_validate(after, manifest_as_found(before))
     report.title = f"re-cable {before.source} into {after.source}"
     _emit(report, fmt, output, list(VALIDATE_KINDS), limit, after)

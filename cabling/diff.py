@@ -53,6 +53,11 @@ def _index_plan(manifest: Manifest) -> tuple[dict[Key, PeerAt], list[tuple[Key, 
     for i, lk in enumerate(manifest.links):
         ka, kb = lk.a.key, lk.b.key
         keys.append((ka, kb))
+        if ka == kb:
+            raise CablingInputError(
+                f"{manifest.where_link(i)}: {lk.a} is cabled to itself", file=manifest.source,
+                hint="run 'provision cabling lint' on it and fix rule CAB005 first",
+            )
         for k, me, peer in ((ka, lk.a, lk.b), (kb, lk.b, lk.a)):
             if k in plan_peer:
                 twice.append(f"{me} ({manifest.where_link(plan_peer[k][2])} and {manifest.where_link(i)})")
@@ -61,7 +66,7 @@ def _index_plan(manifest: Manifest) -> tuple[dict[Key, PeerAt], list[tuple[Key, 
         # With one port planned for two cables there is no single right answer to compare against.
         raise CablingInputError(
             f"the manifest plans {len(twice)} port(s) for two cables: {'; '.join(twice[:3])}"
-            + ("..." if len(twice) > 3 else ""),
+            + ("..." if len(twice) > 3 else ""), file=manifest.source,
             hint="run 'provision cabling lint' on it and fix rule CAB003 first",
         )
     return plan_peer, keys
@@ -367,6 +372,11 @@ def _best_move(
         return None
     best = max(options, key=lambda o: o[0])
     return best[1], best[2], best[3], best[4]
+
+
+def check_plan(manifest: Manifest) -> None:
+    """Refuse a manifest with a port planned for two cables or a self-link, naming its file."""
+    _index_plan(manifest)
 
 
 def manifest_as_found(manifest: Manifest) -> ResolvedFabric:

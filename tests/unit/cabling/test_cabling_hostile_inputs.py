@@ -330,3 +330,21 @@ def test_lldp_switch_os_decides_over_capabilities_seen_from_a_host():
     }}})
     kinds = {d.name: d.kind for d in as_built(parse_lldp(text, "gpu001")).devices}
     assert kinds == {"gpu001": "host", "leaf01": "switch", "leaf02": "switch", "gpu009": "host"}
+
+
+# 13. diff names the file (OLD or NEW) of an input error
+
+
+def test_diff_errors_name_the_file_and_a_self_link_as_such(tmp_path):
+    devices = [{"name": "h1", "kind": "host", "hcas": ["mlx5_0"]}, {"name": "l0", "kind": "switch", "ports": 64}]
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({"devices": devices, "links": [{"a": "h1:mlx5_0", "b": "l0:1"},
+                                                               {"a": "h1:mlx5_0", "b": "l0:2"}]}))
+    loop = tmp_path / "loop.json"
+    loop.write_text(json.dumps({"devices": devices, "links": [{"a": "l0:1", "b": "l0:1"}]}))
+    out = _bad_input(run("diff", str(twice), str(loop)))
+    assert f"{twice}: the manifest plans 1 port(s) for two cables" in out
+    out = _bad_input(run("diff", str(loop), str(twice)))
+    assert f"{loop}: links[0]: l0:1 is cabled to itself" in out and "links[0] and links[0]" not in out
+    out = _bad_input(run("diff", str(twice), str(twice)))
+    assert f"{twice}:" in out
