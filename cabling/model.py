@@ -22,6 +22,13 @@ Role = Literal["leaf", "spine", "core"]
 ROLE_TIER: dict[str, int] = {"host": 0, "leaf": 1, "spine": 2, "core": 3}
 
 
+def no_bool(value: Any) -> Any:
+    """A count must be a number: YAML's ``true`` would otherwise count as 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} is not a number")
+    return value
+
+
 class Location(BaseModel):
     """Where a device sits; plans derive switch names from it."""
 
@@ -132,9 +139,10 @@ class Device(BaseModel):
     kind: DeviceKind
     role: Role | None = Field(default=None, description="switch tier: leaf, spine or core")
     model: str | None = None
-    ports: int | None = Field(default=None, ge=1, description="switch radix (port count)")
+    # The largest director switches have a few thousand ports; a trillion is a typo.
+    ports: int | None = Field(default=None, ge=1, le=4096, description="switch radix (port count)")
     hcas: list[str] = Field(default_factory=list, description="host HCA names; index = rail")
-    rail: int | None = Field(default=None, ge=0, description="the rail a leaf serves")
+    rail: int | None = Field(default=None, ge=0, le=255, description="the rail a leaf serves")
     group: str | None = Field(default=None, description="pod / scalable unit the switch belongs to")
     speed: str | None = Field(default=None, description="fastest speed the device's ports run")
     guid: str | None = Field(default=None, description="node or system GUID (switches)")
@@ -145,6 +153,8 @@ class Device(BaseModel):
     @classmethod
     def _speed(cls, v: Any) -> str | None:
         return normalize_speed(v)
+
+    _counts = field_validator("ports", "rail", mode="before")(lambda cls, v: no_bool(v))
 
     @field_validator("name")
     @classmethod
@@ -187,7 +197,7 @@ class Link(BaseModel):
     b: Endpoint
     cable: str | None = Field(default=None, description="cable label / serial")
     type: str | None = Field(default=None, description="e.g. DAC, ACC, AOC, optical")
-    length_m: float | None = Field(default=None, ge=0)
+    length_m: float | None = Field(default=None, ge=0, le=10_000, allow_inf_nan=False)
     speed: str | None = None
     width: str | None = None
 
@@ -212,7 +222,7 @@ class Fabric(BaseModel):
 
     name: str | None = None
     tiers: int | None = Field(default=None, ge=1, le=3)
-    rails: int | None = Field(default=None, ge=1, description="HCAs per host, one rail each")
+    rails: int | None = Field(default=None, ge=1, le=256, description="HCAs per host, one rail each")
     blocking: str | None = Field(default=None, description="leaf down:up ratio, e.g. '1:1' or '2:1'")
     speed: str | None = Field(default=None, description="default expected speed of every link")
     width: str | None = Field(default="4x", description="default expected width of every link")
@@ -226,6 +236,8 @@ class Fabric(BaseModel):
     @classmethod
     def _width(cls, v: Any) -> str | None:
         return normalize_width(v)
+
+    _counts = field_validator("tiers", "rails", mode="before")(lambda cls, v: no_bool(v))
 
     @field_validator("blocking")
     @classmethod
@@ -242,6 +254,8 @@ class Manifest(BaseModel):
 
     version: Literal[1] = 1
     fabric: Fabric = Field(default_factory=Fabric)
+
+    _version = field_validator("version", mode="before")(lambda cls, v: no_bool(v))
     devices: list[Device] = Field(default_factory=list)
     links: list[Link] = Field(default_factory=list)
 

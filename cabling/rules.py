@@ -122,6 +122,23 @@ def _self_link(ctx: LintContext, rule: Rule) -> list[Finding]:
             for i, lk in enumerate(ctx.manifest.links) if lk.a.device.casefold() == lk.b.device.casefold()]
 
 
+def _cable_label_reused(ctx: LintContext, rule: Rule) -> list[Finding]:
+    # A label names the one cable a technician pulls: on two links, one of them is mislabelled.
+    first: dict[str, int] = {}
+    out = []
+    for i, lk in enumerate(ctx.manifest.links):
+        if not lk.cable:
+            continue
+        if lk.cable in first:
+            other = ctx.manifest.links[first[lk.cable]]
+            out.append(rule.finding(
+                f"cable label {lk.cable!r} is on {other} and on {lk}",
+                "give each cable its own label", ctx.manifest.where_link(i), [str(lk.a), str(lk.b)]))
+        else:
+            first[lk.cable] = i
+    return out
+
+
 def _islands(ctx: LintContext, rule: Rule) -> list[Finding]:
     # HCAs do not forward packets, so a host's eight HCAs are eight separate graph nodes:
     # eight rails joined only through hosts are still eight networks. (A union-find: networkx
@@ -337,6 +354,7 @@ RULES: tuple[Rule, ...] = (
     Rule("CAB010", "speed-mismatch", "error", "a link's speed differs from a device it connects", _speed_mismatch),
     Rule("CAB011", "wrong-tier", "error",
          "a cable that does not join adjacent tiers (host-leaf, leaf-spine, spine-core)", _wrong_tier),
+    Rule("CAB012", "cable-label-reused", "error", "one cable label on two links", _cable_label_reused),
 )
 
 

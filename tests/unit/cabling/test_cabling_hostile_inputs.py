@@ -4,6 +4,7 @@ line or JSON path and key, never a traceback. Every input here is written here."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,18 @@ def test_diff_errors_name_the_file_and_a_self_link_as_such(tmp_path):
     assert f"{loop}: links[0]: l0:1 is cabled to itself" in out and "links[0] and links[0]" not in out
     out = _bad_input(run("diff", str(twice), str(twice)))
     assert f"{twice}:" in out
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("version: true\n", "version"),
+    ("devices:\n  - {name: s1, kind: switch, ports: true}\n", "devices.0.ports"),
+    ("devices:\n  - {name: s1, kind: switch, ports: 1000000000000}\n", "devices.0.ports"),
+    ("fabric: {rails: 1.0e30}\n", "fabric.rails"),
+    ("devices:\n  - {name: s1, kind: switch, ports: 8}\n  - {name: h1, kind: host, hcas: [mlx5_0]}\n"
+     "links:\n  - {a: 'h1:mlx5_0', b: 's1:1', length_m: .inf}\n", "links.0.length_m"),
+])
+def test_absurd_counts_and_lengths_are_refused(text, key):
+    # Written here: YAML's true would count as 1, and a trillion ports or an infinite cable
+    # is a typo, not a plan.
+    with pytest.raises(CablingInputError, match=re.escape(f"[{key}]")):
+        parse_manifest(text, "absurd.yaml")

@@ -70,6 +70,11 @@ def _tier(d):
     _link(d, "h4:mlx5_1", "s1:7")
 
 
+def _label(d):
+    d["links"][0]["cable"] = "C0007"
+    d["links"][1]["cable"] = "C0007"
+
+
 FAILING: dict[str, tuple[Callable[[dict], None], str]] = {
     "CAB001": (_unknown, "names device 'l9', which is not declared"),
     "CAB002": (_duplicate, "device 'h1' is declared 2 times"),
@@ -82,6 +87,7 @@ FAILING: dict[str, tuple[Callable[[dict], None], str]] = {
     "CAB009": (_asym, "spine s2 has 1 down-links; the other spines have 3"),
     "CAB010": (_speed, "is planned at HDR but l0 runs NDR"),
     "CAB011": (_tier, "h4:mlx5_1 (host) <-> s1:7 (spine) skips or stays within a tier"),
+    "CAB012": (_label, "cable label 'C0007' is on"),
 }
 
 
