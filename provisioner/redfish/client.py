@@ -61,8 +61,9 @@ from provisioner.redfish.transport import (
     BMCTransport,
     check_deadline,
     check_members,
+    foreign_link,
     host_deadline,
-    loggable_url,
+    origin,
     parse_json,
     remaining_s,
 )
@@ -92,23 +93,11 @@ MEMBER_FATAL = (BMCAuthError, BMCTimeout, BMCTLSError, BMCUnreachable, BMCDeadli
 EXPAND_FATAL = (BMCAuthError, BMCTLSError, BMCRedirectRefused, BMCDeadline, BMCForeignLink)
 # Answers saying the query itself is not supported: stop sending $expand to this BMC.
 EXPAND_UNSUPPORTED = frozenset({400, 404, 405, 406, 501})
-_PORTS = {"http": 80, "https": 443}
 MAX_PAGES = 64  # Members@odata.nextLink pages followed (max_members bounds them too)
 DEFAULT_CONNECTIONS = 4
 T = TypeVar("T")
 R = TypeVar("R")
 __all__ = ["ClientOptions", "MemberRead", "RedfishClient", "Reply", "connect", "host_deadline"]
-
-
-def _origin(url: str) -> tuple[str, str, int | None] | None:
-    """Scheme, host and port of a URL (the scheme's port when none is written)."""
-    parts = urlparse(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port or _PORTS.get(scheme)
-    except ValueError:  # a port that is no port
-        return None
-    return scheme, (parts.hostname or "").lower(), port
 
 
 def _links(members: Any) -> list[str]:
@@ -382,9 +371,8 @@ class RedfishClient:
         """The service root's link to a top-level resource (``Systems``, ``Chassis``,
         ``Managers``, ``UpdateService``...), else its standard URI if that answers; None when
         neither. AMI BMCs (the DGX H100's) at times drop every root link until reset."""
-        link = self.root.get(name)
-        link = link.get("@odata.id") if isinstance(link, dict) else None
-        if isinstance(link, str) and link:
+        link = member_link(self.root.get(name))
+        if link:
             return link
         with self._lock:
             if name in self._standard_links:
@@ -587,11 +575,8 @@ class RedfishClient:
         if not link.lower().startswith(("http://", "https://")):
             return link
         dst = urlparse(link)
-        if "@" in dst.netloc or _origin(link) != _origin(self.base_url):
-            raise BMCForeignLink(
-                f"refused to request {loggable_url(link)}: a link in the BMC's answers leads "
-                "off the BMC; nothing was sent", bmc=self.name, path=dst.path,
-                hint="the BMC's Redfish service is broken or tampered with: check its firmware")
+        if "@" in dst.netloc or origin(link) != origin(self.base_url):
+            raise foreign_link(self.name, link)
         return dst.path + (f"?{dst.query}" if dst.query else "")
 
     def _request_retrying(

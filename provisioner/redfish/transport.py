@@ -191,6 +191,26 @@ def _port(parts: SplitResult) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
+def origin(url: str) -> tuple[str, str, int] | None:
+    """Scheme, host and port of a URL (the scheme's port when none is written); None when
+    its port is no port."""
+    parts = urlsplit(url)
+    try:
+        return parts.scheme.lower(), (parts.hostname or "").lower(), _port(parts)
+    except ValueError:
+        return None
+
+
+def foreign_link(bmc: str, url: str) -> BMCForeignLink:
+    """The refusal of a link in a BMC's answers that leads off the BMC."""
+    return BMCForeignLink(
+        f"refused to request {loggable_url(url)}: a link in the BMC's answers leads off the "
+        "BMC; nothing was sent",
+        bmc=bmc, path=urlsplit(url).path,
+        hint="the BMC's Redfish service is broken or tampered with: check its firmware",
+    )
+
+
 class BMCTransport(requests.Session):
     """A requests Session for one BMC: lean, bounded, and careful with redirects.
 
@@ -241,12 +261,7 @@ class BMCTransport(requests.Session):
         same = (dst.scheme, (dst.hostname or "").lower(), dst.port) == (
             src.scheme, (src.hostname or "").lower(), src.port)
         if not same or dst.username is not None or "@" in dst.netloc:
-            raise BMCForeignLink(
-                f"refused to request {loggable_url(url)}: a link in the BMC's answers leads "
-                "off the BMC; nothing was sent",
-                bmc=self.bmc, path=dst.path,
-                hint="the BMC's Redfish service is broken or tampered with: check its firmware",
-            )
+            raise foreign_link(self.bmc, url)
 
     def _exchange(self, prep: requests.PreparedRequest, timeout: Any,
                   verify: Any) -> requests.Response:
