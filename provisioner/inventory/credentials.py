@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ import yaml
 
 from provisioner.exceptions import CredentialError
 from provisioner.inventory.spec import SecretRef
-from provisioner.inventory.yamlsrc import safe_load_bounded
+from provisioner.inventory.yamlsrc import FileRefused, read_regular, safe_load_bounded
 from provisioner.secrets import Secret
 
 if TYPE_CHECKING:
@@ -81,17 +80,14 @@ def resolve_secret(site: Site, ref: SecretRef, where: str) -> Secret:
 def read_small_file(path: Path, limit: int, what: str, where: str) -> bytes:
     """A regular file's bytes, at most ``limit`` of them: a secret path pointing at
     /dev/zero, a FIFO or a huge file is refused instead of read forever."""
-    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for one.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CredentialError(f"{what} {path} is not a regular file ({where})",
-                                  hint="point it at a file holding the secret")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise CredentialError(f"{what} {path} is over {limit // 1024} KiB ({where})",
-                              hint="a secret file holds one password on one line")
-    return data
+    try:
+        return read_regular(path, limit)
+    except FileRefused as refused:
+        if refused.too_large:
+            raise CredentialError(f"{what} {path} is over {limit // 1024} KiB ({where})",
+                                  hint="a secret file holds one password on one line") from None
+        raise CredentialError(f"{what} {path} is not a regular file ({where})",
+                              hint="point it at a file holding the secret") from None
 
 
 def _refuse_if_committable(path: Path, where: str) -> None:

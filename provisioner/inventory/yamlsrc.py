@@ -190,20 +190,40 @@ def _char(character: object) -> str:
     return f"U+{character:04X}" if isinstance(character, int) else repr(character)
 
 
-def _read_bounded(file: Path) -> bytes:
-    """A regular file of at most MAX_FILE_BYTES: a path to /dev/zero, a FIFO or a huge
-    file is refused rather than read until memory or patience runs out."""
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+class FileRefused(Exception):
+    """A path :func:`read_regular` would not read: no regular file, or over its limit."""
+
+    def __init__(self, too_large: bool) -> None:
+        super().__init__("over the limit" if too_large else "not a regular file")
+        self.too_large = too_large
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them: a path to /dev/zero, a FIFO or a
+    huge file raises :class:`FileRefused` rather than being read until memory or patience
+    runs out. Callers say which of their files it was."""
+    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for one.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InventoryError("not a regular file", file=str(file),
-                                 hint="point at the YAML file itself")
-        raw = handle.read(MAX_FILE_BYTES + 1)
-    if len(raw) > MAX_FILE_BYTES:
-        raise InventoryError(
-            f"over {MAX_FILE_BYTES // (1024 * 1024)} MiB: not an inventory file",
-            file=str(file), hint="split the site, or check the path")
-    return raw
+            raise FileRefused(too_large=False)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileRefused(too_large=True)
+    return data
+
+
+def _read_bounded(file: Path) -> bytes:
+    """An inventory file, refused (named) when it is no regular file or over MAX_FILE_BYTES."""
+    try:
+        return read_regular(file, MAX_FILE_BYTES)
+    except FileRefused as refused:
+        if refused.too_large:
+            raise InventoryError(
+                f"over {MAX_FILE_BYTES // (1024 * 1024)} MiB: not an inventory file",
+                file=str(file), hint="split the site, or check the path") from None
+        raise InventoryError("not a regular file", file=str(file),
+                             hint="point at the YAML file itself") from None
 
 
 def read_text(file: Path) -> str:
