@@ -94,7 +94,7 @@ def _supported(annotation: Any) -> tuple[str, ...]:
 def parse_update_service(path: str, body: dict[str, Any],
                          action_info: dict[str, Any] | None = None) -> UpdateService:
     """The UpdateService resource (and its SimpleUpdate ActionInfo, when the BMC has one)."""
-    action = rp.obj(rp.obj(body.get("Actions")).get("#UpdateService.SimpleUpdate"))
+    action = rp.action(body, "#UpdateService.SimpleUpdate")
     target = _uri(action.get("target"))
     protocols = _strings(action.get("TransferProtocol@Redfish.AllowableValues"))
     targets: tuple[str, ...] | None = None

@@ -51,7 +51,7 @@ def update_service(bmc: RedfishBMC) -> UpdateService:
         raise BMCUnsupported("the BMC has no UpdateService: firmware cannot be updated over "
                              "Redfish", bmc=bmc.name, path="/redfish/v1")
     body = bmc.client.get(path)
-    action = rp.obj(rp.obj(body.get("Actions")).get("#UpdateService.SimpleUpdate"))
+    action = rp.action(body, "#UpdateService.SimpleUpdate")
     info_path = action.get("@Redfish.ActionInfo")
     info = None
     if isinstance(info_path, str) and info_path:

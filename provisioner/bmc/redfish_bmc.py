@@ -214,7 +214,7 @@ class RedfishBMC(RedfishInventory):
 
     def reset_types(self) -> list[str]:
         """The ResetTypes this BMC allows (from the action or its ActionInfo)."""
-        action = rp.obj(rp.obj(self.system().get("Actions")).get("#ComputerSystem.Reset"))
+        action = rp.action(self.system(), "#ComputerSystem.Reset")
         values = rp.allowable_values(action, "ResetType")
         info_link = action.get("@Redfish.ActionInfo")
         if values is None and isinstance(info_link, str) and info_link:
@@ -227,7 +227,7 @@ class RedfishBMC(RedfishInventory):
         return values or list(DEFAULT_RESET_TYPES)
 
     def _reset_target(self) -> str:
-        action = rp.obj(rp.obj(self.system().get("Actions")).get("#ComputerSystem.Reset"))
+        action = rp.action(self.system(), "#ComputerSystem.Reset")
         target = action.get("target")
         if not isinstance(target, str) or not target:
             raise BMCUnsupported("the system offers no ComputerSystem.Reset action",
@@ -429,7 +429,7 @@ class RedfishBMC(RedfishInventory):
             return
         if media.get("Inserted") or media.get("Image"):
             self._eject(path, media)
-        insert = rp.obj(rp.obj(media.get("Actions")).get("#VirtualMedia.InsertMedia")).get("target")
+        insert = rp.action(media, "#VirtualMedia.InsertMedia").get("target")
         if isinstance(insert, str) and insert:
             self.client.post(insert, {"Image": image_url, "Inserted": True,
                                       "WriteProtected": True})
@@ -458,7 +458,7 @@ class RedfishBMC(RedfishInventory):
                                   bmc=self.name, path=path)
 
     def _eject(self, path: str, media: dict[str, Any]) -> None:
-        eject = rp.obj(rp.obj(media.get("Actions")).get("#VirtualMedia.EjectMedia")).get("target")
+        eject = rp.action(media, "#VirtualMedia.EjectMedia").get("target")
         if isinstance(eject, str) and eject:
             self.client.post(eject, {})
         else:

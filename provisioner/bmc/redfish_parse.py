@@ -61,6 +61,12 @@ def text(value: Any) -> str | None:
     return cleaned or None
 
 
+def action(resource: dict[str, Any], name: str) -> dict[str, Any]:
+    """The ``Actions[name]`` object of a resource (``#ComputerSystem.Reset``); empty when the
+    BMC offers none, or sends something else there."""
+    return obj(obj(resource.get("Actions")).get(name))
+
+
 def items(value: Any) -> list[Any]:
     """``value`` if it is a JSON array, else an empty one."""
     return value if isinstance(value, list) else []
