@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cabling.findings import Report
     from cabling.model import Manifest
     from cabling.sources import DiscoveryOptions
+    from cabling.validating import Judged
 
 # Each command imports what it uses: 'validate' on a 12,000-link fabric must not pay for the
 # planner, the simulator and every renderer at start-up (the CLI's wall time is measured).
@@ -316,12 +317,17 @@ NnmOpt = typer.Option([], "--node-name-map", help="GUID -> name map (repeatable)
 IbstatOpt = typer.Option(None, "--ibstat", help="folder of <host>.txt ibstat outputs (maps HCA GUIDs)")
 
 
+IbqOpt = typer.Option(None, "--ibqueryerrors", help="ibqueryerrors output (error counters; judged against the "
+                      "fabric's median)")
+
+
 @cabling_app.command("validate")
 @_errors
 def validate_cmd(
     manifest: list[Path] = typer.Option(..., "--manifest", "-m", help="the plan (repeat for several NDT files)"),
     ibnetdiscover: Path | None = IbnetOpt,
     iblinkinfo: list[Path] = IblinkOpt,
+    ibqueryerrors: Path | None = IbqOpt,
     ufm: str | None = UfmOpt,
     ufm_dir: Path | None = UfmDirOpt,
     ufm_user: str | None = UfmUserOpt,
@@ -329,6 +335,23 @@ def validate_cmd(
     lldp: Path | None = LldpOpt,
     node_name_map: list[Path] = NnmOpt,
     ibstat: Path | None = IbstatOpt,
+    live: bool = typer.Option(False, "--live", help="run ibnetdiscover, iblinkinfo and ibqueryerrors now "
+                              "(here, or on --via HOST) and keep their outputs beside the report"),
+    via: str | None = typer.Option(None, "--via", help="with --live: run the tools on this fabric-attached host "
+                                   "over SSH (host, user@host or a Host of your ssh config)"),
+    ssh_config: Path | None = typer.Option(None, "--ssh-config", help="with --via: the ssh config file (ssh -F)"),
+    ca: str | None = typer.Option(None, "--ca", help="with --live: the HCA the tools use (-C), e.g. mlx5_0"),
+    ca_port: int | None = typer.Option(None, "--ca-port", min=1, max=254, help="with --live: its port (-P)"),
+    run_with: str | None = typer.Option(None, "--run-with", help="with --live: words in front of each tool, "
+                                        "e.g. 'sudo -n'"),
+    raw_dir: Path | None = typer.Option(None, "--raw-dir", help="with --live: where the tools' outputs are kept "
+                                        "(default: beside -o, REPORT.live/, else ./cabling-live-<time>/)"),
+    counters: bool = typer.Option(True, "--counters/--no-counters", help="with --live: also read every port's error "
+                                  "counters (ibqueryerrors)"),
+    tool_timeout: float = typer.Option(600.0, "--tool-timeout", min=1, help="with --live: seconds each tool may run"),
+    watch_s: float | None = typer.Option(None, "--watch", min=0, help="with --live: sweep again every N seconds and "
+                                         "report what changed (Ctrl-C ends; SIGUSR1 sweeps now)"),
+    count: int | None = typer.Option(None, "--count", min=1, help="with --watch: stop after this many sweeps"),
     fmt: Format = FormatOpt,
     output: Path | None = OutputOpt,
     svg: Path | None = typer.Option(None, "--svg", help="also draw the fabric with faults: .html is an interactive map, .svg a picture"),
@@ -337,20 +360,23 @@ def validate_cmd(
     limit: int = LimitOpt,
 ) -> None:
     """Compare the built fabric with the plan: what to move, swap, connect, unplug or replace."""
-    from cabling.diff import validate as run_validate
-    from cabling.resolve import resolve
     from cabling.sources import open_manifest
+    from cabling.validating import judge
 
     unknown = set(warn_only) - set(VALIDATE_KINDS)
     if unknown:
         raise CablingInputError(f"unknown finding kind(s) {', '.join(sorted(unknown))} for --warn-only",
                                 hint=f"kinds: {', '.join(VALIDATE_KINDS)}")
+    options = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map, ibstat)
+    _check_live_options(live, options, ibqueryerrors, via, ssh_config, ca, ca_port, run_with, raw_dir, watch_s, count)
     m = open_manifest(manifest)
-    fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, lldp, node_name_map,
-                            ibstat).load(_note)
-    found = resolve(fab, m, names)
-    report = run_validate(m, found)
-    _keep(m, fab, found, report)
+    if live:
+        judged = _live(m, options, via, ssh_config, ca, ca_port, run_with, raw_dir, counters, tool_timeout, watch_s,
+                       count, output)
+    else:
+        judged = judge(m, options, ibqueryerrors, _note)
+    report, found = judged.report, judged.found
+    _keep(m, judged, report)
     for f in report.findings:
         if f.kind in warn_only:
             f.severity = "warning"  # e.g. degraded links during a staged bring-up
@@ -362,6 +388,44 @@ def validate_cmd(
             seen.setdefault(nn.device, []).append(guid)
         _picture(svg, m, report, seen)
     _finish(report, False)
+
+
+def _check_live_options(live: bool, options: DiscoveryOptions, ibqueryerrors: Path | None, *live_only: object) -> None:
+    """--live runs the tools itself: no files of theirs alongside; the live options need --live."""
+    names = ("--via", "--ssh-config", "--ca", "--ca-port", "--run-with", "--raw-dir", "--watch", "--count")
+    if not live:
+        given = [n for n, v in zip(names, live_only, strict=True) if v is not None]
+        if given:
+            raise CablingInputError(f"{', '.join(given)} only go with --live", hint="add --live to run the tools now")
+        return
+    files = [o for o, v in (("--ibnetdiscover", options.ibnetdiscover), ("--iblinkinfo", options.iblinkinfo),
+                            ("--ibqueryerrors", ibqueryerrors), ("--ufm", options.ufm_url),
+                            ("--ufm-dir", options.ufm_dir), ("--lldp", options.lldp)) if v]
+    if files:
+        raise CablingInputError(f"--live runs the tools itself: leave out {', '.join(files)}",
+                                hint="validate saved outputs without --live, or run them now with --live alone")
+    if live_only[-1] is not None and live_only[-2] is None:
+        raise CablingInputError("--count goes with --watch", hint="e.g. --watch 60 --count 10")
+
+
+def _live(m: Manifest, options: DiscoveryOptions, via: str | None, ssh_config: Path | None, ca: str | None,
+          ca_port: int | None, run_with: str | None, raw_dir: Path | None, counters: bool, tool_timeout: float,
+          watch_s: float | None, count: int | None, output: Path | None) -> Judged:
+    """Run the tools (once, or sweep after sweep) and judge what they printed."""
+    import shlex
+
+    from cabling.live import LiveTarget, default_folder
+    from cabling.validating import judge_live, watch
+
+    try:
+        wrapper = tuple(shlex.split(run_with)) if run_with else ()
+    except ValueError as exc:
+        raise CablingInputError(f"--run-with {run_with!r}: {exc}") from None
+    target = LiveTarget(via, ssh_config, ca, ca_port, wrapper, tool_timeout)
+    folder = raw_dir or default_folder(output)
+    if watch_s is None:
+        return judge_live(m, options, target, folder, counters, _note)[0]
+    return watch(m, options, target, folder, counters, watch_s, count, _note)
 
 
 @cabling_app.command("import")
@@ -392,6 +456,11 @@ def import_cmd(
         _write(json.dumps(fabric_json(fab, res), indent=2) + "\n", output)
         return
     m = as_built(fab, names, res)
+    slow = _slow_links(m, "written into the as-built at its tier's rate: a fault to fix (validate against the "
+                          "as-built names it), not the plan")
+    from cabling.rates import plan_rates
+
+    plan_rates(m)
     _write(export_csv(m) if output and output.suffix.lower() == ".csv" else dump_manifest(m), output)
     for amb in res.ambiguous:
         # Names and descriptions come from the fabric: plain text, never rich markup.
@@ -403,7 +472,18 @@ def import_cmd(
         what = "GUID 0x" + amb.identity if amb.kind == "duplicate_guid" else amb.identity
         _note(f"left out {len(amb.links)} link(s) of {what}: {amb.kind.replace('_', ' ')} "
               f"({'; '.join(amb.descriptions)}); fix it and import again")
-    err.print(f"as-built: {len(m.devices)} devices, {len(m.links)} links")
+    err.print(f"as-built: {len(m.devices)} devices, {len(m.links)} links"
+              + (f"; {slow} link(s) below their tier's rate (warnings above)" if slow else ""))
+
+
+def _slow_links(manifest: Manifest, then: str) -> int:
+    """Warn about every link below the rate most links of its tier run at; how many there are."""
+    from cabling.rates import slow_links
+
+    slow = slow_links(manifest)
+    for s in slow:
+        _note(f"warning: link {s.link} trained at {s.describe()}: {then}")
+    return len(slow)
 
 
 @cabling_app.command("name-switches")
@@ -429,6 +509,9 @@ def name_switches(
     fab, names = _discovery(ibnetdiscover, iblinkinfo, ufm, ufm_dir, ufm_user, ufm_insecure, None, node_name_map,
                             ibstat).load(_note)
     result = infer_switch_names(fab, m, names)
+    from cabling.asbuilt import as_built
+
+    _slow_links(as_built(fab, names), "a fault to fix before the fabric is adopted")
     _write(format_node_name_map(result.names, "node-name-map written by 'provision cabling name-switches'"),
            output)
     for guid, why in sorted(result.ambiguous.items()):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
+from cabling.limits import CABLE_LIST
 from cabling.model import Endpoint, Link, Location, Manifest
 from cabling.safetext import FORMULA_START, from_spreadsheet_cell
 from cabling.textio import read_text
@@ -48,7 +49,7 @@ def export_csv(manifest: Manifest) -> str:
 def import_csv(path: str | Path, base: Manifest | None = None) -> Manifest:
     """Read a cable list; devices come from ``base`` (a YAML manifest) or are inferred from ports."""
     p = Path(path)
-    return parse_csv(read_text(p, "CSV cable list", encoding="utf-8-sig"), str(p), base)
+    return parse_csv(read_text(p, "CSV cable list", cap=CABLE_LIST, encoding="utf-8-sig"), str(p), base)
 
 
 def _length(text: str) -> float | None:

@@ -12,6 +12,7 @@ from cabling.findings import VALIDATE_KINDS, Finding, Report
 from cabling.model import AnyPort, Device, Link, Manifest, PortRef
 from cabling.ports import natural_key
 from cabling.resolve import Ambiguity, ResolvedFabric, RLink
+from cabling.rootcause import root_causes
 from cabling.speeds import speed_rank, width_lanes
 
 Key = tuple[str, str]
@@ -25,12 +26,14 @@ def _fmt(ep: AnyPort) -> str:
     return f"{ep.device} port {ep.port}" if ep.port.isdigit() else f"{ep.device} {ep.port}"
 
 
-def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
-    """Compare the discovered fabric with the plan and say how to fix every difference."""
+def validate(manifest: Manifest, found: ResolvedFabric, extra: list[Finding] | None = None) -> Report:
+    """Compare the discovered fabric with the plan and say how to fix every difference; ``extra``
+    findings (error counters, what a watch saw) take their place among them by kind."""
     plan_peer, keys = _index_plan(manifest)
     unsure = _unsure_ports(found)
     found_peer = _index_found(found)
     findings: list[Finding] = [_ambiguity(manifest, amb, found.source) for amb in found.ambiguous]
+    findings += extra or []
     missing, matched, unchecked = _match_planned(manifest, found, keys, found_peer, unsure, findings)
     unexpected = _unplanned(found, matched, unsure)
     planned = _planned_lookup(plan_peer, missing)
@@ -41,6 +44,8 @@ def validate(manifest: Manifest, found: ResolvedFabric) -> Report:
     findings += [_unexpected_link(rl, found, devices) for _j, rl in sorted(unexpected.items())]
     findings += _identity_warnings(manifest, found)
     findings.sort(key=lambda f: _KIND_ORDER.get(f.kind, 99))
+    present = {nn.device.casefold() for nn in found.names.values()}
+    findings = root_causes(manifest, findings, present)
     return Report(title=f"validate {manifest.source} against {found.source}",
                   findings=findings, stats=_stats(manifest, found, len(matched), unchecked))
 
@@ -122,7 +127,7 @@ def _inactive_link(manifest: Manifest, i: int, lk: Link, state: str) -> Finding:
         kind="down", severity="error",
         message=f"link {lk.a} <-> {lk.b} is cabled but {state}",
         fix=f"check the subnet manager and port state of {_fmt(lk.a)} and {_fmt(lk.b)}",
-        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
+        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state, "link": i},
     )
 
 
@@ -188,19 +193,37 @@ def _place_moves(
         if move is None:
             continue
         fixed, wrong, target, i = move
-        findings.append(_moved(manifest, i, fixed, wrong, target))
+        findings.append(_moved(manifest, i, fixed, wrong, target, devices))
         del missing[i], unexpected[j]
     return findings
 
 
-def _moved(manifest: Manifest, i: int, fixed: AnyPort, wrong: AnyPort, target: AnyPort) -> Finding:
+def _moved(manifest: Manifest, i: int, fixed: AnyPort, wrong: AnyPort, target: AnyPort,
+           devices: Mapping[str, Device]) -> Finding:
+    crossing = _crossing(devices, wrong, target)
+    data = {"fixed": str(fixed), "from": str(wrong), "to": str(target), "cable": manifest.links[i].cable}
+    if crossing:
+        data["wrong"] = crossing[0]
     return Finding(
         kind="moved", severity="error",
-        message=f"the cable at {_fmt(fixed)} lands on {_fmt(wrong)}; the plan says {_fmt(target)}",
+        message=f"the cable at {_fmt(fixed)} lands on {_fmt(wrong)}; the plan says {_fmt(target)}"
+        + (f" ({crossing[1]})" if crossing else ""),
         fix=f"move the cable at {_fmt(fixed)} from {_fmt(wrong)} to {_fmt(target)}",
-        where=manifest.where_link(i), endpoints=[str(fixed), str(wrong), str(target)],
-        data={"fixed": str(fixed), "from": str(wrong), "to": str(target), "cable": manifest.links[i].cable},
+        where=manifest.where_link(i), endpoints=[str(fixed), str(wrong), str(target)], data=data,
     )
+
+
+def _crossing(devices: Mapping[str, Device], found: AnyPort, planned: AnyPort) -> tuple[str, str] | None:
+    """Whether a cable that reaches ``found`` instead of ``planned`` also crosses into another rail
+    or plane (switch group), which is what makes it more than a port off: ("rail", why) or None."""
+    got, want = devices.get(found.device.casefold()), devices.get(planned.device.casefold())
+    if got is None or want is None or got.kind != "switch" or want.kind != "switch" or got.name == want.name:
+        return None
+    if got.rail is not None and want.rail is not None and got.rail != want.rail:
+        return "rail", f"wrong rail: {got.name} is a rail-{got.rail} leaf, the plan puts it on rail {want.rail}"
+    if got.group and want.group and got.group != want.group:
+        return "plane", f"wrong plane: {got.name} is in {got.group}, the plan puts it in {want.group}"
+    return None
 
 
 def _missing_link(manifest: Manifest, i: int, lk: Link, found: ResolvedFabric) -> Finding:
@@ -214,13 +237,13 @@ def _missing_link(manifest: Manifest, i: int, lk: Link, found: ResolvedFabric) -
             message=f"port {_fmt(ep)} is {state}: the link {lk.a} <-> {lk.b}{label} did not come up",
             fix=f"reseat or replace the cable between {_fmt(lk.a)} and {_fmt(lk.b)}{label}; "
             f"check both ports are enabled",
-            where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state},
+            where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"state": state, "link": i},
         )
     return Finding(
         kind="missing", severity="error",
         message=f"no link between {lk.a} and {lk.b}{label}: not cabled, or the cable or a port is dead",
         fix=f"connect {_fmt(lk.a)} to {_fmt(lk.b)}{label}",
-        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)],
+        where=manifest.where_link(i), endpoints=[str(lk.a), str(lk.b)], data={"link": i},
     )
 
 
@@ -237,15 +260,36 @@ def _unexpected_link(rl: RLink, found: ResolvedFabric, devices: Mapping[str, Dev
 
 
 def _identity_warnings(manifest: Manifest, found: ResolvedFabric) -> list[Finding]:
-    """Nodes whose own description names another device than the manifest's GUID does."""
+    """Nodes whose own description names another device than the manifest's GUID does, and switches
+    that give no name of their own and were named from their cables."""
     ambiguous_guids = {g for amb in found.ambiguous for g in amb.guids}
-    return [Finding(
-        kind="identity", severity="warning",
-        message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
-        fix=f"if the device was replaced, update the GUID of {nn.device} in the manifest; otherwise fix "
-        f"the node description of {nn.device}",
-        where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
-    ) for guid, nn in sorted(found.names.items()) if nn.claims and guid not in ambiguous_guids]
+    out: list[Finding] = []
+    for guid, nn in sorted(found.names.items()):
+        if not nn.claims or guid in ambiguous_guids:
+            continue
+        if nn.named_by == "topology":
+            out.append(Finding(
+                kind="identity", severity="warning",
+                message=f"switch 0x{guid} still describes itself as {nn.claims!r} (its vendor default); its "
+                f"cables say it is {nn.device}, and they are checked as {nn.device}'s",
+                fix=f"set its node description to 'MF0;{nn.device}:{_model(manifest, nn.device)}' (or give "
+                f"{nn.device} guid: \"0x{guid}\" in the manifest, or use 'provision cabling name-switches')",
+                where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
+            ))
+            continue
+        out.append(Finding(
+            kind="identity", severity="warning",
+            message=f"node 0x{guid} calls itself {nn.claims!r} but the manifest gives its GUID to {nn.device!r}",
+            fix=f"if the device was replaced, update the GUID of {nn.device} in the manifest; otherwise fix "
+            f"the node description of {nn.device}",
+            where=manifest.where_device(nn.device), endpoints=[nn.device], data={"guid": guid},
+        ))
+    return out
+
+
+def _model(manifest: Manifest, device: str) -> str:
+    dev = manifest.device_map().get(device.casefold())
+    return (dev.model if dev is not None else None) or "<model>"
 
 
 def _stats(manifest: Manifest, found: ResolvedFabric, matched: int, unchecked: int) -> dict[str, int]:
@@ -335,12 +379,14 @@ def _swap(
         fix = f"swap the cables in {p1.device} ports {p1.port} and {p2.port}"
     else:
         fix = f"swap the cables in {_fmt(p1)} and {_fmt(p2)}"
+    crossing = _crossing(devices, b, x)
     return Finding(
         kind="swapped", severity="error",
-        message=f"cables crossed: {_fmt(e1)} is on {_fmt(p2)} and {_fmt(e2)} is on {_fmt(p1)}",
+        message=f"cables crossed: {_fmt(e1)} is on {_fmt(p2)} and {_fmt(e2)} is on {_fmt(p1)}"
+        + (f" ({crossing[1]})" if crossing else ""),
         fix=f"{fix} (so {_fmt(e1)} reaches {_fmt(p1)} and {_fmt(e2)} reaches {_fmt(p2)})",
         where=manifest.where_link(ia), endpoints=[str(a), str(x), str(y), str(b)],
-        data={"ports": [str(p1), str(p2)], "links": [ia, ib]},
+        data={"ports": [str(p1), str(p2)], "links": [ia, ib], **({"wrong": crossing[0]} if crossing else {})},
     )
 
 

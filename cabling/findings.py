@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
 # Every kind of validate finding, in report order (JUnit has one test case per kind).
-VALIDATE_KINDS = ("duplicate_guid", "duplicate_name", "moved", "swapped", "missing", "down", "unexpected",
-                  "degraded_width", "degraded_speed", "identity")
+# Root causes (a plane, a rail, a device mostly dark) come first: the cables they explain follow them.
+ROOT_KINDS = ("plane_down", "rail_down", "device_down")
+VALIDATE_KINDS = (*ROOT_KINDS, "duplicate_guid", "duplicate_name", "moved", "swapped", "missing", "down", "unexpected",
+                  "degraded_width", "degraded_speed", "flapping", "link_errors", "changed", "identity")
 
 
 @dataclass(slots=True)

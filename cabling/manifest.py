@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 from cabling.errors import CablingInputError
 from cabling.formats import MANIFEST_FORMATS
 from cabling.keys import unknown_key
+from cabling.limits import JSON_LINE_SEARCH_BYTES, MANIFEST
 from cabling.model import Manifest
 from cabling.textio import read_text
 from cabling.yamlfast import split_devices, split_links
@@ -25,40 +27,68 @@ _DUPLICATE_HINT = ("keep one: a repeated key is not merged, the last one would s
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
-        raise _RepeatedJSONKey
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise _RepeatedJSONKey(key)
+            seen.add(key)
     return out
 
 
 class _RepeatedJSONKey(ValueError):
-    pass
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+# Python refuses to convert more digits than this (sys.get_int_max_str_digits) with its own words.
+_JSON_LONG_NUMBER = re.compile(r"-?\d{4300,}")
 
 
 def load_manifest(path: str | Path) -> Manifest:
     """Load a YAML (or JSON) manifest; errors name the file, line and key and say how to fix it."""
     p = Path(path)
-    text = read_text(p, "manifest")
+    text = read_text(p, "manifest", cap=MANIFEST)
     if p.suffix.lower() == ".json":
-        # JSON skips the YAML parser (the slow part on 10^4 links); on any error the YAML path,
-        # which also reads JSON, re-parses to point at the line.
+        return _load_json(text, str(p))
+    return parse_manifest(text, str(p))
+
+
+def _load_json(text: str, source: str) -> Manifest:
+    """A JSON manifest without the YAML parser (the slow part on 10^4 links). On an error a small
+    file is parsed again as YAML (which reads JSON) to name the line; a large one is named by the
+    JSON path alone, as locating the line would cost a YAML parse of all of it."""
+    small = len(text) <= JSON_LINE_SEARCH_BYTES
+    try:
         # json.loads refuses nothing that is repeated: a hook does, so that two "links" (or a device
         # with "name" twice) are an error instead of last-wins.
-        try:
-            data = json.loads(text, object_pairs_hook=_unique_pairs)
-        except _RepeatedJSONKey:
-            dup = duplicate_key_line(text)
-            if dup is None:
-                raise CablingInputError("a key appears twice in one JSON object", file=str(p),
-                                        hint=_DUPLICATE_HINT) from None
-            raise CablingInputError(dup.describe(), file=str(p), line=dup.second_line, hint=_DUPLICATE_HINT) from None
-        except (ValueError, RecursionError):
-            return parse_manifest(text, str(p))
-        try:
-            manifest = Manifest.model_validate(data)
-        except ValidationError:
-            return parse_manifest(text, str(p))
-        manifest.set_origin(str(p), {}, [])
-        return manifest
-    return parse_manifest(text, str(p))
+        data = json.loads(text, object_pairs_hook=_unique_pairs)
+    except _RepeatedJSONKey as exc:
+        dup = duplicate_key_line(text) if small else None
+        if dup is None:
+            raise CablingInputError(f"key {exc.key!r} appears twice in one JSON object", file=source,
+                                    hint=_DUPLICATE_HINT) from None
+        raise CablingInputError(dup.describe(), file=source, line=dup.second_line, hint=_DUPLICATE_HINT) from None
+    except json.JSONDecodeError as exc:
+        if small:
+            return parse_manifest(text, source)
+        raise CablingInputError(f"not JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    except ValueError:  # a number past Python's digit limit
+        m = _JSON_LONG_NUMBER.search(text)
+        line = text.count("\n", 0, m.start()) + 1 if m else None
+        raise CablingInputError(
+            f"a number of {len(m.group().lstrip('-')) if m else 'over 4300'} digits is too large for any value "
+            "in this file (counts and GUIDs have at most 20)", file=source, line=line) from None
+    except RecursionError:
+        raise CablingInputError("nested too deeply to be a manifest", file=source) from None
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        if small:
+            return parse_manifest(text, source)
+        raise _validation_error(exc, data, None, source) from None
+    manifest.set_origin(source, {}, [])
+    return manifest
 
 
 def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
@@ -88,18 +118,21 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        line = _line_of(root, loc)
-        key = ".".join(str(x) for x in loc)
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        if err["type"] == "extra_forbidden":
-            raise CablingInputError(
-                unknown_key(Manifest, loc, data) + more, file=source, line=line
-            ) from None
-        raise CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line) from None
+        raise _validation_error(exc, data, root, source) from None
     manifest.set_origin(source, _item_lines(root, "devices", "name"), _list_lines(root, "links"))
     return manifest
+
+
+def _validation_error(exc: ValidationError, data: Any, root: yaml.Node | None, source: str) -> CablingInputError:
+    """The first validation error, naming the key path and, with the YAML ``root``, its line."""
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    line = _line_of(root, loc) if root is not None else None
+    key = ".".join(str(x) for x in loc)
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    if err["type"] == "extra_forbidden":
+        return CablingInputError(unknown_key(Manifest, loc, data) + more, file=source, line=line)
+    return CablingInputError(f"[{key}] {err['msg']}{more}", file=source, line=line)
 
 
 def _parse_fast(text: str, source: str) -> Manifest | None:

@@ -43,10 +43,14 @@ class Location(BaseModel):
 # A spreadsheet evaluates a cell starting with one of these (CSV/formula injection): no device is
 # named so, and refusing them keeps cable lists opened in Excel or LibreOffice inert.
 FORMULA_START = ("=", "+", "-", "@")
+# Host names have at most 253 characters and node descriptions 64 bytes: longer is no name.
+MAX_NAME = 256
 
 
 def check_name(text: str, what: str, *, device: bool) -> str:
     """``text`` if it can name a device (``device``) or a port; else ValueError saying why."""
+    if len(text) > MAX_NAME:
+        raise ValueError(f"{what} {text[:32]!r}... is {len(text)} characters long; names have at most {MAX_NAME}")
     bad = UNPRINTABLE.search(text)
     if bad is not None:
         raise ValueError(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from cabling.discovery.model import DiscoveredFabric
 from cabling.model import Device, Endpoint, Manifest
-from cabling.resolve import NodeName, endpoint, name_nodes
+from cabling.resolve import NodeName, endpoint, name_nodes, vendor_default_switch
 
 _BLADE_PORT = re.compile(r"^(L\d+/U\d+)/\d+$", re.IGNORECASE)
 Adjacent = tuple[int | str, str, int | str]  # a node's port, the peer's GUID, the peer's port
@@ -174,3 +174,19 @@ class _Namer:
         if len(chassis) == 1 and None not in chassis and all(self.names[p].port_prefix for _, p, _ in self.adj[g]):
             return str(chassis.pop())
         return None
+
+
+def name_silent_switches(fab: DiscoveredFabric, manifest: Manifest, name_map: dict[str, str] | None = None
+                         ) -> dict[str, str]:
+    """GUID -> planned name for switches that still give their vendor's default description and
+    that no map or manifest GUID names, where their cables say unambiguously which planned switch
+    they are and no other node answers as that switch (a fresh or replaced switch: one warning,
+    and its cables are checked, instead of every cable reported twice)."""
+    names = name_nodes(fab, manifest, name_map)
+    silent = [g for g, n in fab.nodes.items() if vendor_default_switch(n) and names[g].named_by == "GUID"]
+    if not silent:
+        return {}
+    result = infer_switch_names(fab, manifest, name_map)
+    taken = {nn.device.casefold() for g, nn in names.items() if g not in silent}
+    return {g: result.names[g] for g in silent
+            if g in result.names and result.names[g].partition(":")[0].casefold() not in taken}

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from cabling.errors import CablingInputError
 from cabling.inference import build_manifest
+from cabling.limits import NDT
 from cabling.model import Endpoint, Link, Location, Manifest
 from cabling.ports import host_port, is_switch_port, switch_port
 from cabling.safetext import spreadsheet_cell
@@ -32,7 +33,7 @@ def load_ndt(paths: list[Path] | list[str]) -> Manifest:
     seen: set[frozenset[tuple[str, str]]] = set()
     for path in paths:
         p = Path(path)
-        raw = read_text(p, "NDT file", strict=False, encoding="utf-8-sig")
+        raw = read_text(p, "NDT file", cap=NDT, strict=False, encoding="utf-8-sig")
         for link, line in _parse(raw, str(p), locations):
             # Switch-to-switch NDTs often list each cable from both ends; UFM treats that as one.
             key = frozenset((link.a.key, link.b.key))

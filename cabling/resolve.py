@@ -87,9 +87,11 @@ class ResolvedFabric:
 
 
 def name_nodes(
-    fab: DiscoveredFabric, manifest: Manifest | None = None, name_map: dict[str, str] | None = None
+    fab: DiscoveredFabric, manifest: Manifest | None = None, name_map: dict[str, str] | None = None,
+    inferred: dict[str, str] | None = None,
 ) -> dict[str, NodeName]:
-    """Name every node: node-name-map first, then GUIDs in the manifest, then node descriptions."""
+    """Name every node: node-name-map first, then GUIDs in the manifest, then node descriptions;
+    ``inferred`` (GUID -> planned name, from the topology) names switches that said nothing."""
     name_map = name_map or {}
     by_guid: dict[str, tuple[str, str | None]] = {}
     canon: dict[str, str] = {}
@@ -101,9 +103,17 @@ def name_nodes(
             for hca, g in d.hca_guids.items():
                 by_guid[g] = (d.name, hca)
     switch_descs = Counter(_switch_name(n.desc)[0] for n in fab.nodes.values() if n.kind != "ca")
+    # A system image GUID several nodes report (the HCAs of one adapter or host, the ASICs of a
+    # director) names the system, not one of its nodes.
+    systems = Counter(n.sysimg for n in fab.nodes.values() if n.sysimg)
+    shared = {g for g, count in systems.items() if count > 1}
     out: dict[str, NodeName] = {}
     for guid, node in fab.nodes.items():
-        out[guid] = _name_one(node, name_map, by_guid, switch_descs)
+        if inferred and guid in inferred:
+            out[guid] = _from_text(node, inferred[guid], "topology")
+            out[guid].claims = node.desc  # what it says about itself: its vendor default
+        else:
+            out[guid] = _name_one(node, name_map, by_guid, switch_descs, shared)
         nn = out[guid]
         nn.device = canon.get(nn.device.casefold(), nn.device)
     if by_guid:
@@ -120,15 +130,29 @@ def name_nodes(
 
 
 def _name_one(
-    node: DNode, name_map: dict[str, str], by_guid: dict[str, tuple[str, str | None]], switch_descs: Counter[str]
+    node: DNode, name_map: dict[str, str], by_guid: dict[str, tuple[str, str | None]], switch_descs: Counter[str],
+    shared: set[str],
 ) -> NodeName:
-    guids = [node.guid, *(node.port_guids.values())] + ([node.sysimg] if node.sysimg else [])
+    # A node is one thing whichever of its GUIDs names it: node, port or system image GUID; a
+    # system image GUID its siblings share names the system, and the node its part of it.
+    own = [node.guid, *(node.port_guids.values())]
+    guids = own + ([node.sysimg] if node.sysimg and node.sysimg not in own else [])
     for g in guids:
         if g in name_map:
-            return _from_text(node, name_map[g], "node-name-map")
+            nn = _from_text(node, name_map[g], "node-name-map")
+            if g not in shared or g in own:
+                return nn
+            part = _own_part(node, nn.device)
+            if part is not None:
+                return part
     for g in guids:
         if g in by_guid:
             dev, hca = by_guid[g]
+            if g in shared and g not in own:
+                part = _own_part(node, dev)
+                if part is None:
+                    continue
+                hca = part.host_port
             nn = NodeName(dev, node.kind, host_port=hca, named_by="manifest GUID")
             said = _description_name(node)
             if said and said.casefold() != dev.casefold():
@@ -154,6 +178,16 @@ def _name_one(
     return NodeName(name, node.kind, port_prefix=prefix, model=model)
 
 
+def _own_part(node: DNode, system: str) -> NodeName | None:
+    """The name of one HCA of a system named by a system image GUID it shares with its siblings:
+    the system's name with the HCA its own description gives ("gpu042 mlx5_3"), else None."""
+    parts = node.desc.split()
+    if node.kind != "ca" or len(parts) != 2 or _GENERIC_CA.search(node.desc) \
+            or parts[0].casefold() != system.casefold():
+        return None
+    return NodeName(system, "ca", host_port=parts[1], named_by="system image GUID")
+
+
 def _description_name(node: DNode) -> str | None:
     """The device name a node's own description gives, if it gives one."""
     if node.kind == "ca":
@@ -161,6 +195,11 @@ def _description_name(node: DNode) -> str | None:
         return None if _GENERIC_CA.search(node.desc) or not parts else parts[0]
     name, prefix, model = _switch_name(node.desc)
     return None if _vendor_default(name, prefix, model) else name or None
+
+
+def vendor_default_switch(node: DNode) -> bool:
+    """Whether a switch still gives the vendor's default description (no name of its own)."""
+    return node.kind == "switch" and _vendor_default(*_switch_name(node.desc))
 
 
 def _vendor_default(name: str, prefix: str, model: str | None) -> bool:
@@ -210,10 +249,12 @@ def endpoint(nn: NodeName, port: int | str) -> PortRef:
 
 
 def resolve(
-    fab: DiscoveredFabric, manifest: Manifest | None = None, name_map: dict[str, str] | None = None
+    fab: DiscoveredFabric, manifest: Manifest | None = None, name_map: dict[str, str] | None = None,
+    inferred: dict[str, str] | None = None,
 ) -> ResolvedFabric:
-    """Name every discovered link end; drops links inside a director chassis (blade to blade)."""
-    names = name_nodes(fab, manifest, name_map)
+    """Name every discovered link end; drops links inside a director chassis (blade to blade).
+    ``inferred``: names the topology gave switches still at their vendor description."""
+    names = name_nodes(fab, manifest, name_map, inferred)
     out = ResolvedFabric(names=names, source=fab.source)
     sharp = {g for g, n in fab.nodes.items() if is_aggregation_node(n)}
     out.aggregation_nodes = sorted(sharp)

@@ -336,6 +336,24 @@ def _speed_mismatch(ctx: LintContext, rule: Rule) -> list[Finding]:
     return out
 
 
+def _tier_rate(ctx: LintContext, rule: Rule) -> list[Finding]:
+    from cabling.rates import disagreeing
+
+    out = []
+    for i, lk, tier in disagreeing(ctx.manifest):
+        m = ctx.manifest
+        got = f"{m.expected_width(lk) or ''}{m.expected_speed(lk) or ''}"
+        want = f"{tier.width or ''}{tier.speed or ''}"
+        most = min(tier.width_count, tier.speed_count) if tier.width and tier.speed else \
+            max(tier.width_count, tier.speed_count)
+        out.append(rule.finding(
+            f"{lk} is planned at {got}; {most} of the {tier.links} {tier.name} links are at {want}",
+            f"if the link should run at {want} (its tier does), drop its speed/width from the manifest: an "
+            f"as-built imported from a faulty fabric bakes the fault in; if it is meant to differ, --skip {rule.id}",
+            m.where_link(i), [str(lk.a), str(lk.b)], expected=want, planned=got))
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     Rule("CAB001", "unknown-device", "error", "a link names a device that is not declared", _unknown_device),
     Rule("CAB002", "duplicate-device", "error", "a device name is declared twice", _duplicate_device),
@@ -355,6 +373,8 @@ RULES: tuple[Rule, ...] = (
     Rule("CAB011", "wrong-tier", "error",
          "a cable that does not join adjacent tiers (host-leaf, leaf-spine, spine-core)", _wrong_tier),
     Rule("CAB012", "cable-label-reused", "error", "one cable label on two links", _cable_label_reused),
+    Rule("CAB013", "tier-rate", "warning",
+         "a link planned at another rate than most links of its tier (a fault baked into the plan?)", _tier_rate),
 )
 
 

@@ -15,6 +15,7 @@ from cabling.discovery.model import DiscoveredFabric
 from cabling.discovery.nodemap import load_node_name_map
 from cabling.errors import CablingInputError
 from cabling.formats import DISCOVERY_FORMATS, check_discovery_format, check_manifest_format
+from cabling.limits import FABRIC_DUMP
 from cabling.manifest import load_manifest
 from cabling.model import Manifest
 from cabling.ndt import load_ndt
@@ -29,8 +30,9 @@ def open_manifest(paths: list[Path]) -> Manifest:
     if not first.exists():
         raise CablingInputError("manifest not found", file=str(first))
     suffix = first.suffix.lower()
-    check_manifest_format(first, _head(first))
-    if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(read_text(first, "manifest", strict=False))):
+    head = _head(first)
+    check_manifest_format(first, head)
+    if suffix == ".ndt" or (suffix == ".csv" and is_ndt_csv(head)):
         return load_ndt(list(paths))
     if len(paths) > 1:
         raise CablingInputError("only UFM NDT files can be combined; give one YAML or CSV manifest")
@@ -99,7 +101,7 @@ def _discovered(parse: Callable[[str, str], DiscoveredFabric], path: Path, what:
                 option: str) -> DiscoveredFabric:
     """Read a discovery file once (it may be a pipe: ``--ibnetdiscover <(ibnetdiscover)``), refuse
     a known foreign format, parse; a file that is not that format also hears which formats are read."""
-    text = read_text(path, what, strict=False)
+    text = read_text(path, what, cap=FABRIC_DUMP, strict=False)
     check_discovery_format(path, text[:4096], option)
     try:
         return parse(text, str(path))

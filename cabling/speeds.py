@@ -23,40 +23,65 @@ _LANE_GBPS = {
 # Whole-port rates in Gb/s for a 4x port (ibstat "Rate:", NDT "Speed" in Mb/s / 1000).
 _PORT_RATE = {10: "SDR", 20: "DDR", 40: "QDR", 56: "FDR", 100: "EDR", 200: "HDR", 400: "NDR", 800: "XDR"}
 
-_IBNET_RE = re.compile(r"^(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)$", re.IGNORECASE)
+# The widths InfiniBand defines (PortInfo LinkWidthActive): nothing else trains.
+WIDTHS: tuple[str, ...] = ("1x", "2x", "4x", "8x", "12x")
+_LANES = {w: int(w[:-1]) for w in WIDTHS}
+
+_IBNET_RE = re.compile(r"^(1|2|4|8|12)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)$", re.IGNORECASE)
 # rdma-core prints "???" for an extended speed its build does not know (older infiniband-diags on
 # an HDR/NDR link) and "??" for an unknown width; the other half is still the port's own reading.
-_IBNET_PARTIAL = re.compile(r"^(?:(\d+)x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)$", re.IGNORECASE)
+_IBNET_PARTIAL = re.compile(r"^(?:(1|2|4|8|12)x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)$",
+                            re.IGNORECASE)
+
+
+def _bad_speed(value: object) -> ValueError:
+    return ValueError(f"unknown link speed {_shown(value)}; use one of {', '.join(SPEEDS)}")
+
+
+def _bad_width(value: object) -> ValueError:
+    return ValueError(f"unknown link width {_shown(value)}; use {', '.join(WIDTHS[:-1])} or {WIDTHS[-1]}")
+
+
+def _shown(value: object) -> str:
+    """A value as an error message quotes it: a 5,000-digit width is cut, not echoed."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"(a number of {value.bit_length()} bits)"  # str() of past 4,300 digits raises
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:32]}... ({len(str(value))} characters)"
 
 
 def normalize_speed(value: str | int | None) -> str | None:
     """Return the canonical speed name (``"HDR"``) for a name, a 4x rate in Gb/s or Mb/s, or None."""
     if value is None or value == "":
         return None
+    if isinstance(value, int) and value.bit_length() > 64:
+        raise _bad_speed(value)
     text = str(value).strip().upper()
     if text in _RANK:
         return text
     if text.endswith("G"):
         text = text[:-1]
-    if text.isdigit():
+    if text.isdigit() and len(text) <= 7:
         num = int(text)
         if num >= 10000:  # NDT spreadsheets give Mb/s
             num //= 1000
         if num in _PORT_RATE:
             return _PORT_RATE[num]
-    raise ValueError(f"unknown link speed {value!r}; use one of {', '.join(SPEEDS)}")
+    raise _bad_speed(value)
 
 
 def normalize_width(value: str | int | None) -> str | None:
     """Return the canonical width (``"4x"``) for ``4``, ``"4X"``, ``"IB_4X"``, or None."""
     if value is None or value == "":
         return None
+    if isinstance(value, int) and value.bit_length() > 64:
+        raise _bad_width(value)
     text = str(value).strip().lower().removeprefix("ib_")
     if text.isdigit():
         text += "x"
-    if re.fullmatch(r"(1|2|4|8|12)x", text):
+    if text in _LANES:
         return text
-    raise ValueError(f"unknown link width {value!r}; use 1x, 2x, 4x, 8x or 12x")
+    raise _bad_width(value)
 
 
 def speed_rank(speed: str) -> int:
@@ -65,8 +90,11 @@ def speed_rank(speed: str) -> int:
 
 
 def width_lanes(width: str) -> int:
-    """Lane count of a canonical width."""
-    return int(width[:-1])
+    """Lane count of a canonical width (ValueError for anything else)."""
+    lanes = _LANES.get(width)
+    if lanes is None:
+        raise _bad_width(width)
+    return lanes
 
 
 def parse_ibnet_rate(text: str) -> tuple[str | None, str | None] | None:

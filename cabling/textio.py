@@ -10,20 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from cabling.errors import CablingInputError
-
-# The largest real inputs are tens of MiB (a 100,000-GPU ibnetdiscover is about 60 MiB, UFM's
-# links.json a few times that); past this a file or pipe is not a fabric dump, and reading on
-# would only exhaust memory.
-MAX_INPUT_BYTES = 1024 * 1024 * 1024
+from cabling.limits import Cap
 
 
-def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:
-    """The text of ``path``. ``strict``: bytes that are not UTF-8 are an error naming their line
-    (files people write); otherwise they become U+FFFD (tool output, where one bad byte in a
-    description must not hide the fabric)."""
+def read_text(path: str | Path, what: str, *, cap: Cap, strict: bool = True, encoding: str = "utf-8") -> str:
+    """The text of ``path``, refused past ``cap`` (the cap of its kind of input). ``strict``: bytes
+    that are not UTF-8 are an error naming their line (files people write); otherwise they become
+    U+FFFD (tool output, where one bad byte in a description must not hide the fabric)."""
     p = Path(path)
     try:
-        raw = _read_bounded(p, what)
+        raw = _read_bounded(p, what, cap)
     except FileNotFoundError:
         raise CablingInputError(f"cannot read {what}: no such file", file=str(p)) from None
     except IsADirectoryError:
@@ -33,21 +29,26 @@ def read_text(path: str | Path, what: str, *, strict: bool = True, encoding: str
     return decode(raw, str(p), what, strict=strict, encoding=encoding)
 
 
-def _read_bounded(p: Path, what: str) -> bytes:
-    """The bytes of a file or a pipe (``<(ibnetdiscover)``), at most MAX_INPUT_BYTES; a device
-    (``/dev/zero``) or socket is refused before anything is read."""
+def _read_bounded(p: Path, what: str, cap: Cap) -> bytes:
+    """The bytes of a file or a pipe (``<(ibnetdiscover)``), at most ``cap.limit``; a device
+    (``/dev/zero``) or socket is refused before anything is read, a larger regular file before
+    its first byte is read."""
     with p.open("rb") as fh:
         mode = os.fstat(fh.fileno()).st_mode
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
             raise CablingInputError(f"cannot read {what}: it is a device, not a file", file=str(p),
                                     hint="save the tool's output to a file and give that")
-        raw = fh.read(MAX_INPUT_BYTES + 1)
-    if len(raw) > MAX_INPUT_BYTES:
-        raise CablingInputError(
-            f"cannot read {what}: larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB", file=str(p),
-            hint="this is not one fabric's output; check the file given",
-        )
+        if stat.S_ISREG(mode) and os.fstat(fh.fileno()).st_size > cap.limit:
+            raise _too_large(p, what, cap)
+        raw = fh.read(cap.limit + 1)
+    if len(raw) > cap.limit:
+        raise _too_large(p, what, cap)
     return raw
+
+
+def _too_large(p: Path, what: str, cap: Cap) -> CablingInputError:
+    return CablingInputError(f"cannot read {what}: larger than {cap.describe()}", file=str(p),
+                             hint="check the file given: no real one is this large")
 
 
 def decode(raw: bytes, source: str, what: str, *, strict: bool = True, encoding: str = "utf-8") -> str:

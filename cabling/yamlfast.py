@@ -13,6 +13,8 @@ import re
 
 import yaml
 
+from cabling.limits import MAX_INT_DIGITS
+
 _LINKS_KEY = re.compile(r"^links:[ \t]*(?:#.*)?$", re.MULTILINE)
 # One link: "- {key: value, ...}" whose values are quoted without escapes, or plain and string-typed.
 _VALUE = r"""(?:'[^']*'(?!')|"[^"\\]*"|[A-Za-z0-9_][A-Za-z0-9_./+-]*)"""
@@ -176,7 +178,8 @@ def _scalar(text: str) -> object:
         return text[1:-1]
     if _is_text(text):
         return text
-    return int(text) if _DECIMAL.match(text) else _NOT_SET
+    # A digit run past any count or GUID is left to the YAML path, which refuses it naming its line.
+    return int(text) if len(text) <= MAX_INT_DIGITS and _DECIMAL.match(text) else _NOT_SET
 
 
 def _block_value(text: str) -> object:

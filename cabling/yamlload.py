@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from cabling.limits import MAX_INT_DIGITS
+
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -48,6 +50,20 @@ class StrictLoader(_Base):
                     raise DuplicateKeyError(key, first, key_node.start_mark)
         result: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return result
+
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        """An integer, unless its digits run past any count or GUID a file holds: Python refuses
+        to convert 4,300 digits with a message that names no line, and nothing real is that long."""
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {digits} digits is too large for any value in this file "
+                "(counts and GUIDs have at most 20)", node.start_mark)
+        value: int = self.construct_yaml_int(node)
+        return value
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_bounded_int)
 
 
 def duplicate_key_line(text: str) -> DuplicateKeyError | None:

@@ -15,7 +15,8 @@ from cabling.discovery.model import (
     describes_aggregation_node,
 )
 from cabling.errors import CablingInputError
-from cabling.speeds import speed_from_lane_gbps
+from cabling.limits import FABRIC_DUMP
+from cabling.speeds import WIDTHS, speed_from_lane_gbps
 from cabling.textio import read_text
 
 # GUIDs are 64 bits: a 17th hex digit leaves the line unread (an error naming it), never a GUID.
@@ -23,14 +24,16 @@ _SW_HEADER = re.compile(r"^Switch:?\s+0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s*(.*
 _CA_HEADER = re.compile(r"^CA:\s+(.*?):?\s*$")
 # "( 4X 53.125 Gbps Active/  LinkUp)", "( 4X 10.0 Gbps (FDR10) Active/ LinkUp)", "( Down/ Polling)"
 _LINK = re.compile(
-    r"==\(\s*(?:(\d+)X\s+([\d.]+)\s+Gbps\s+(?:\(?(FDR10)\)?\s+)?)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
+    r"==\(\s*(?:(\d{1,3})X\s+([\d.]{1,12})\s+Gbps\s+(?:\(?(FDR10)\)?\s+)?)?([A-Za-z]+)\s*/\s*([A-Za-z]+)\s*\)==>"
 )
 _LOCAL = re.compile(r"^(?:0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s+)?(?:\"\s*(.*?)\"\s+)?(\d{1,9})\s+(\d{1,9})\[[^\]]*\]\s*$")
 _REMOTE = re.compile(
     r'^\s*(?:0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])\s+)?(?:(\d{1,9})\s+(\d{1,9})\[[^\]]*\])?\s*(?:\[[^\]]*\])?\s*"(.*)"\s*(?:\(.*\))?\s*$'
 )
-# A CA's node description is "<host> <hca>" (rdma-ndd's default "%h %d").
-_CA_DESC = re.compile(r"^\S+ (?:mlx\d+_\d+|HCA-\d+|ib\S+|hfi\d+_\d+|bnxt_re\d+|irdma\d+)$")
+# A CA's node description is "<host> <hca>" (rdma-ndd's default "%h %d"), or without rdma-ndd
+# the adapter's model ("MT4123 ConnectX6   Mellanox Technologies"); no switch ASIC is a ConnectX.
+_CA_DESC = re.compile(r"^\S+ (?:mlx\d+_\d+|HCA-\d+|ib\S+|hfi\d+_\d+|bnxt_re\d+|irdma\d+)$|^MT\d+ ConnectX",
+                      re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -52,7 +55,7 @@ class _Port:
 def load_iblinkinfo(path: str | Path) -> DiscoveredFabric:
     """Read an iblinkinfo file."""
     p = Path(path)
-    return parse_iblinkinfo(read_text(p, "iblinkinfo output", strict=False), str(p))
+    return parse_iblinkinfo(read_text(p, "iblinkinfo output", cap=FABRIC_DUMP, strict=False), str(p))
 
 
 def _guid(text: str) -> str:
@@ -62,6 +65,10 @@ def _guid(text: str) -> str:
 def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabric:
     """Parse iblinkinfo text; a port line that cannot be read is an error naming its line."""
     fab = DiscoveredFabric(source=source)
+    if not text.strip():
+        # 'iblinkinfo -d' on a fabric with no port down prints nothing at all.
+        fab.warnings.append(f"{source} is empty: no port is listed (as 'iblinkinfo -d' prints when no port is down)")
+        return fab
     node: DNode | None = None
     known_kind: set[str] = set()
     headless: set[str] = set()
@@ -112,6 +119,9 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> DiscoveredFabri
             node.port_guids[port] = g
         elif node.kind == "ca" and not node.guid:
             raise CablingInputError("CA port line without its port GUID", file=source, line=lineno)
+        if lk.group(1) and f"{lk.group(1)}x" not in WIDTHS:
+            raise CablingInputError(f"{lk.group(1)}X is not an InfiniBand link width", file=source, line=lineno,
+                                    hint="iblinkinfo prints 1X, 2X, 4X, 8X or 12X; is the file mangled?")
         lane = lk.group(2)
         speed = "FDR10" if lk.group(3) else (speed_from_lane_gbps(lane) if lane else None)
         ports.append(_Port(
@@ -162,7 +172,7 @@ def _infer_kinds(fab: DiscoveredFabric, ports: list[_Port], known: set[str]) -> 
 def _looks_like_ca(desc: str) -> bool:
     """A peer seen only by its description: a host HCA ("<host> <hca>") or a SHARP Aggregation
     Node (a CA inside a Quantum switch, which '--switches-only' or '-S' show only as a peer)."""
-    return bool(_CA_DESC.match(desc)) or describes_aggregation_node(desc)
+    return bool(_CA_DESC.search(desc)) or describes_aggregation_node(desc)
 
 
 def _links(fab: DiscoveredFabric, ports: list[_Port]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
+from cabling.limits import FABRIC_DUMP
 from cabling.speeds import parse_ibnet_rate, speed_rank, width_lanes
 from cabling.textio import read_text
 
@@ -32,7 +33,7 @@ _KV = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(0x[0-9a-
 def load_ibnetdiscover(path: str | Path) -> DiscoveredFabric:
     """Read an ibnetdiscover file."""
     p = Path(path)
-    return parse_ibnetdiscover(read_text(p, "ibnetdiscover output", strict=False), str(p))
+    return parse_ibnetdiscover(read_text(p, "ibnetdiscover output", cap=FABRIC_DUMP, strict=False), str(p))
 
 
 def parse_ibnetdiscover(text: str, source: str = "<ibnetdiscover>") -> DiscoveredFabric:
@@ -154,7 +155,14 @@ def _port_line(
         rate = _RATES[g_rate]
     else:
         rate = _RATES[g_rate] = parse_ibnet_rate(g_rate)
-    width, speed = rate if rate else (None, None)
+    if rate is None:
+        # rdma-core prints a width (1x..12x or ??) and a speed name (or ???); anything else is a
+        # mangled line, and guessing would judge a cable on a rate nobody measured.
+        raise CablingInputError(
+            f"{g_rate[:40]!r} is not a link rate", file=source, line=lineno,
+            hint="ibnetdiscover prints rates like 4xHDR, 1xSDR, 2x??? or ??NDR; is the file mangled?",
+        )
+    width, speed = rate
     # Each cable is listed from both ends: keep it once, in the order of the two ends.
     mine = node.guid
     key = (mine, port, peer, peer_port) if (mine, port) <= (peer, peer_port) else (peer, peer_port, mine, port)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cabling.errors import CablingInputError
+from cabling.limits import IBSTAT
 from cabling.speeds import normalize_speed
 from cabling.textio import read_text
 
@@ -41,7 +42,7 @@ class IbstatPort:
 def load_ibstat(path: str | Path) -> list[IbstatPort]:
     """Read one host's ibstat output."""
     p = Path(path)
-    return parse_ibstat(read_text(p, "ibstat output", strict=False), str(p))
+    return parse_ibstat(read_text(p, "ibstat output", cap=IBSTAT, strict=False), str(p))
 
 
 def parse_ibstat(text: str, source: str = "<ibstat>") -> list[IbstatPort]:

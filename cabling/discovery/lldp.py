@@ -8,6 +8,7 @@ from typing import Any
 
 from cabling.discovery.model import DiscoveredFabric, DLink, DNode, NodeKind
 from cabling.errors import CablingInputError
+from cabling.limits import LLDP
 from cabling.textio import parse_json, read_text
 
 
@@ -15,7 +16,7 @@ def load_lldp_dir(path: str | Path) -> DiscoveredFabric:
     """Read every ``<host>.json`` in a folder (one lldpctl output per host, named after it)."""
     p = Path(path)
     if p.is_file():
-        return parse_lldp(read_text(p, "lldpctl output", strict=False), p.stem, str(p))
+        return parse_lldp(read_text(p, "lldpctl output", cap=LLDP, strict=False), p.stem, str(p))
     if not p.is_dir():
         raise CablingInputError("LLDP folder not found", file=str(p),
                                 hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
@@ -25,7 +26,7 @@ def load_lldp_dir(path: str | Path) -> DiscoveredFabric:
         raise CablingInputError("no *.json files in the LLDP folder", file=str(p),
                                 hint="collect with: lldpctl -f json > DIR/$(hostname).json on every host")
     for f in files:
-        fab.merge(parse_lldp(read_text(f, "lldpctl output", strict=False), f.stem, str(f)))
+        fab.merge(parse_lldp(read_text(f, "lldpctl output", cap=LLDP, strict=False), f.stem, str(f)))
     fab.source = str(p)
     return fab
 

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from cabling.errors import CablingInputError
+from cabling.limits import NODE_NAME_MAP
 from cabling.model import normalize_guid
 from cabling.textio import read_text
 
@@ -20,7 +21,7 @@ _PLAIN = re.compile(r"^(?:([SHR])-)?((?:0x)?[0-9a-fA-F]{1,16})\s+(\S.*?)\s*$")
 def load_node_name_map(path: str | Path, warnings: list[str] | None = None) -> dict[str, str]:
     """Read a node-name-map (``0x<guid> "name"``; also ``H-<guid> name``); GUID -> name."""
     p = Path(path)
-    return parse_node_name_map(read_text(p, "node-name-map", strict=False), str(p), warnings)
+    return parse_node_name_map(read_text(p, "node-name-map", cap=NODE_NAME_MAP, strict=False), str(p), warnings)
 
 
 def parse_node_name_map(text: str, source: str = "<node-name-map>",

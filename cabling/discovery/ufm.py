@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from cabling.discovery.model import ACTIVE, DiscoveredFabric, DLink, DNode
 from cabling.errors import CablingInputError, DiscoveryUnavailable
+from cabling.limits import UFM
 from cabling.speeds import normalize_speed, normalize_width
 from cabling.textio import parse_json, read_text
 
@@ -139,7 +141,7 @@ def load_ufm_dir(path: str | Path) -> DiscoveredFabric:
         if not f.is_file():
             raise CablingInputError(f"missing {name}.json", file=str(p),
                                     hint="save GET /ufmRest/resources/{systems,ports,links} as JSON files")
-        data.append(parse_json(read_text(f, f"UFM {name}", strict=False), str(f), f"UFM {name}"))
+        data.append(parse_json(read_text(f, f"UFM {name}", cap=UFM, strict=False), str(f), f"UFM {name}"))
     files = tuple(str(p / f"{name}.json") for name in RESOURCES)
     return parse_ufm(data[0], data[1], data[2], str(p), files)  # type: ignore[arg-type]
 
@@ -175,7 +177,7 @@ class UfmClient:
     @retry(retry=retry_if_exception_type(requests.ConnectionError), stop=stop_after_attempt(3),
            wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
     def _get_once(self, resource: str) -> requests.Response:
-        return self.session.get(f"{self.url}{self.prefix}/resources/{resource}", timeout=self.timeout)
+        return self.session.get(f"{self.url}{self.prefix}/resources/{resource}", timeout=self.timeout, stream=True)
 
     def get(self, resource: str) -> list[dict[str, Any]]:
         """GET one resource list; errors say what to check."""
@@ -189,9 +191,16 @@ class UfmClient:
                                        hint="set UFM_USER and UFM_PASSWORD (or UFM_TOKEN)")
         if resp.status_code != 200:
             raise DiscoveryUnavailable(f"UFM {resource} request failed: HTTP {resp.status_code}")
+        # Read no more than the largest real answer: a wrong URL or a hostile server streaming an
+        # endless body must not fill this process's memory.
+        with resp:
+            body = resp.raw.read(UFM.limit + 1, decode_content=True)
+        if len(body) > UFM.limit:
+            raise DiscoveryUnavailable(f"UFM {resource} answer is larger than {UFM.describe()}",
+                                       hint="check the URL points at UFM")
         try:
-            data = resp.json()
-        except ValueError:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
             raise DiscoveryUnavailable(f"UFM {resource} answer is not JSON") from None
         if not isinstance(data, list):
             raise DiscoveryUnavailable(f"UFM {resource} answer is not a list")

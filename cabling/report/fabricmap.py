@@ -219,9 +219,13 @@ def map_data(manifest: Manifest, report: Report | None = None,
         if ia >= 0 and ib >= 0:
             pair = tuple(sorted((dev_rows[ia][2], dev_rows[ib][2])))
             edges[(pair[0], pair[1])] += 1
+    shown = report.findings if report else []
+    # A root cause's index, for the findings it explains (their cables show when it is clicked).
+    root_at = {f.data["root"]: i for i, f in enumerate(shown) if f.data.get("root")}
     findings = [[f.kind, f.severity, f.message, f.fix, f.where,
-                 [[dev_index.get(_device_of(e), -1), e] for e in f.endpoints]]
-                for f in (report.findings if report else [])]
+                 [[dev_index.get(_device_of(e), -1), e] for e in f.endpoints],
+                 root_at.get(f.data.get("cause", ""), -1)]
+                for f in shown]
     return {
         "title": report.title if report else f"fabric {manifest.fabric.name or manifest.source}",
         "tiers": {str(t): _TIER_NAMES.get(t, f"tier {t}") for t in range(top + 1)},

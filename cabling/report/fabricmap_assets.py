@@ -25,7 +25,7 @@ main{display:flex;height:72vh;border-bottom:1px solid #ccc}
 svg.close .dlabel{display:block}
 .hllabel{font-size:12px;fill:#b35000;font-weight:600}
 table{border-collapse:collapse;margin:0 12px 20px}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
-tbody tr{cursor:pointer}tbody tr:hover{background:#fff3e0}tbody tr.sel{background:#ffe0b2}
+tbody tr{cursor:pointer}tbody tr:hover{background:#fff3e0}tbody tr.sel{background:#ffe0b2}tbody tr.child td:nth-child(3){padding-left:1.2em;color:#555}
 .error{color:#c00}.warning{color:#b36b00}
 """
 
@@ -168,13 +168,21 @@ function find(q) {
 document.getElementById('find').onsubmit = ev => { ev.preventDefault(); find(document.getElementById('q').value); };
 // Findings table: a click shows that finding's cable.
 const tbody = document.querySelector('#findings tbody');
+// What a root cause explains (its switches, their cables), for show().
+function under(i) {
+  const out = [];
+  D.findings.forEach((g, j) => { if (g[6] === i) { out.push(j); out.push(...under(j)); } });
+  return out;
+}
 function show(i) {
   const f = D.findings[i]; if (!f) return;
   clearHl();
   const row = tbody.children[i]; if (row) row.classList.add('sel');
   const pts = [];
   let k = 0;
-  for (const [a, b, dash] of cablesOf(f)) {
+  const kids = under(i);
+  const drawn = cablesOf(f).concat(...kids.map(j => cablesOf(D.findings[j])));
+  for (const [a, b, dash] of drawn) {
     const pa = pos(a) || pos(b), pb = pos(b) || pos(a);
     if (!pa) continue;
     el('line', {x1: pa[0], y1: pa[1], x2: pb[0], y2: pb[1], class: 'hl' + (dash ? ' dash' : '')}, layers.hl);
@@ -187,12 +195,14 @@ function show(i) {
   }
   info.innerHTML = '<h3 id="cable">#' + (i + 1) + ' ' + esc(f[0]) + '</h3><p>' + esc(f[2]) + '</p><p><b>fix:</b> ' + esc(f[3]) + '</p>' +
     '<p>ports: ' + f[5].map(e => '<code>' + esc(e[1]) + '</code>').join(', ') + '</p><p>' + esc(f[4]) + '</p>' +
+    (kids.length ? '<p id="under">then ' + kids.length + ' under it:</p><ul>' + kids.slice(0, 300).map(j => '<li>#' + (j + 1) + ' ' + esc(D.findings[j][0]) + ': ' + esc(D.findings[j][3] || D.findings[j][2]) + '</li>').join('') + '</ul>' : '') +
     (pts.length ? '' : '<p>(these devices are not in the manifest)</p>');
   if (pts.length) focus(pts, 360);
 }
 D.findings.forEach((f, i) => {
   const tr = document.createElement('tr');
-  tr.innerHTML = '<td>' + (i + 1) + '</td><td class="' + esc(f[1]) + '">' + esc(f[1]) + '</td><td>' + esc(f[0]) + '</td><td>' + esc(f[2]) + '</td><td>' + esc(f[3]) + '</td><td>' + esc(f[4]) + '</td>';
+  if (f[6] >= 0) tr.className = 'child';
+  tr.innerHTML = '<td>' + (i + 1) + '</td><td class="' + esc(f[1]) + '">' + esc(f[1]) + '</td><td>' + (f[6] >= 0 ? '\u2514 ' : '') + esc(f[0]) + '</td><td>' + esc(f[2]) + '</td><td>' + esc(f[3]) + '</td><td>' + esc(f[4]) + '</td>';
   tr.onclick = () => { show(i); svg.scrollIntoView({block: 'nearest'}); };
   tbody.appendChild(tr);
 });

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cabling.findings import Report
+from cabling.findings import Finding, Report
 from cabling.safetext import printable
 
 if TYPE_CHECKING:
@@ -29,11 +29,13 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
     """Print the findings (a table on a terminal, one line each in a CI log) and the summary."""
     shown = report.findings if limit is None else report.findings[:limit]
     if report.findings and not console.is_terminal:
-        for f in shown:
+        for f, depth in zip(shown, _depths(shown), strict=True):
             # Names come from input files: escaped, a name cannot forge a finding line or colour the log.
             where = f" {printable(f.where)}:" if f.where else ""
-            console.print(f"{f.severity} {f.kind}{where} {printable(f.message)}"
-                          + (f"\n    fix: {printable(f.fix)}" if f.fix else ""), markup=False)
+            # What a root cause explains is indented under it.
+            pad = "    " * depth
+            console.print(f"{pad}{f.severity} {f.kind}{where} {printable(f.message)}"
+                          + (f"\n{pad}    fix: {printable(f.fix)}" if f.fix else ""), markup=False)
     elif report.findings:
         # here: the summary line alone must not load rich
         from rich.table import Table
@@ -45,11 +47,26 @@ def render_text(report: Report, console: Console, limit: int | None = None) -> N
         table.add_column("problem", overflow="fold")
         table.add_column("fix", overflow="fold")
         table.add_column("where", overflow="fold")
-        for f in shown:
+        for f, depth in zip(shown, _depths(shown), strict=True):
             # Device and port names come from input files: cells are text, never markup.
-            table.add_row(Text(f.severity, style=_STYLE[f.severity]), f.kind, Text(printable(f.message)),
+            kind = "  " * max(depth - 1, 0) + ("\u2514 " if depth else "") + f.kind
+            table.add_row(Text(f.severity, style=_STYLE[f.severity]), kind, Text(printable(f.message)),
                           Text(printable(f.fix)), Text(printable(f.where)))
         console.print(table)
     if limit is not None and len(report.findings) > limit:
         console.print(f"... {len(report.findings) - limit} more (use --limit 0 or --format json for all)")
     console.print(summary(report), highlight=False, markup=False)
+
+
+def _depths(findings: list[Finding]) -> list[int]:
+    """How many root causes each finding sits under (a cable under a switch under a rail: 2)."""
+    roots = {g.data["root"]: g for g in findings if g.data.get("root")}
+    out = []
+    for f in findings:
+        depth, cause = 0, f.data.get("cause")
+        while cause and depth < 3:
+            depth += 1
+            parent = roots.get(cause)
+            cause = parent.data.get("cause") if parent is not None else None
+        out.append(depth)
+    return out

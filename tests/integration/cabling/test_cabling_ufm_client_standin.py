@@ -47,6 +47,15 @@ class FakeUfm:
             resp = Response("<html>login</html>", content_type="text/html")
         elif self.mode == "object":
             resp = Response(json.dumps({"error": "x"}), content_type="application/json")
+        elif self.mode == "endless":
+            # A wrong URL or a hostile server: an answer that never ends (chunked, no length).
+            chunk = b"[" + b'{"name": "x"},' * 4096
+
+            def forever():
+                while True:
+                    yield chunk
+
+            resp = Response(forever(), content_type="application/json")
         elif resource in self.data:
             resp = Response(self.data[resource], content_type="application/json")
         else:
@@ -113,3 +122,15 @@ def test_unreachable_ufm():
         port = s.getsockname()[1]
     r = CliRunner().invoke(app, ["cabling", "import", "--ufm", f"http://127.0.0.1:{port}", "--json"])
     assert r.exit_code == 2 and "cannot reach UFM" in r.output
+
+
+def test_an_endless_answer_is_cut_at_the_ufm_cap(ufm, monkeypatch):
+    import cabling.discovery.ufm as ufm_module
+    from cabling.limits import Cap
+
+    url, fake = ufm
+    fake.mode = "endless"
+    monkeypatch.setattr(ufm_module, "UFM", Cap("a UFM resource", 2 << 20, "lowered for this test"))
+    client = UfmClient(url, password=Password(PASSWORD))
+    with pytest.raises(DiscoveryUnavailable, match="larger than 2 MiB, the cap for a UFM resource"):
+        client.get("systems")

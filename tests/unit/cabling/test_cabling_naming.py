@@ -86,4 +86,5 @@ def test_director_blades_are_named_from_the_ufm_test_set():
     assert set(result.internal.values()) >= {"SAT11-0101-0903-01IB1-A"}
     # With the inferred map, validate reports what it reports with the switches' real descriptions.
     names = parse_node_name_map(format_node_name_map(result.names))
-    assert validate(plan, resolve(fab, plan, names)).by_kind() == {"moved": 2, "missing": 2, "unexpected": 107}
+    assert validate(plan, resolve(fab, plan, names)).by_kind() == {"device_down": 1, "moved": 2, "missing": 2,
+                                                                   "unexpected": 107}

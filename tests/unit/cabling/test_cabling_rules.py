@@ -70,6 +70,14 @@ def _tier(d):
     _link(d, "h4:mlx5_1", "s1:7")
 
 
+def _tier_rate(d):
+    # An as-built imported from a fabric with one uplink trained at EDR: baked into the plan (an
+    # as-built has no device speeds, so CAB010 has nothing to compare with).
+    _link(d, "l1:6", speed="EDR")
+    for dev in d["devices"]:
+        dev.pop("speed", None)
+
+
 def _label(d):
     d["links"][0]["cable"] = "C0007"
     d["links"][1]["cable"] = "C0007"
@@ -88,6 +96,7 @@ FAILING: dict[str, tuple[Callable[[dict], None], str]] = {
     "CAB010": (_speed, "is planned at HDR but l0 runs NDR"),
     "CAB011": (_tier, "h4:mlx5_1 (host) <-> s1:7 (spine) skips or stays within a tier"),
     "CAB012": (_label, "cable label 'C0007' is on"),
+    "CAB013": (_tier_rate, "l1:6 <-> s2:2 is planned at 4xEDR; 3 of the 4 leaf-spine links are at 4xNDR"),
 }
 
 
