@@ -1,8 +1,16 @@
 """The shell script run on each host (one SSH session) and the parser of its sectioned output.
 
-One session per host runs every collector and prints delimited sections; that is far faster
-than one SSH round-trip per check over hundreds of hosts. A section records the command's exit
-status so a missing tool (127) is told apart from an empty answer.
+One session per host does everything: it reads the error counters, waits the counter interval,
+reads them again, prints every other section, and (with a textfile directory) then reads the
+node_exporter textfile the client sends back on the same session's stdin and installs it. A
+section records the command's exit status so a missing tool (127) is told apart from an empty
+answer.
+
+The counters come first so that every host's wait overlaps with every other's and nothing big
+is held while hosts wait: the large sections (lspci -vvv is ~1 MB on an HGX board) are printed
+after the second read, when the client is ready to parse them (``COLLECT`` marks the point). The
+script arrives on bash's stdin, which bash reads byte by byte from a pipe, so the textfile that
+follows the ``READY`` marker is read by the script itself (``TEXTFILE <bytes>`` and the bytes).
 """
 
 from __future__ import annotations
@@ -13,9 +21,13 @@ from dataclasses import dataclass
 
 from provisioner.health.config import Expectations
 from provisioner.health.ib import IB_ERROR_COUNTERS
+from provisioner.health.textfile import TEXTFILE_NAME
 
 BEGIN = "@@PROVISIONER-HEALTH-BEGIN"
 END = "@@PROVISIONER-HEALTH-END"
+COLLECT = "@@PROVISIONER-HEALTH-COLLECT"  # the counters are read twice; the big sections follow
+READY = "@@PROVISIONER-HEALTH-READY"  # collection done: the script reads the textfile on stdin
+MAX_TEXTFILE = 1 << 20
 
 _PRELUDE = f"""\
 set +e
@@ -41,7 +53,8 @@ kernerr() {{
     || $SUDO journalctl -k -b -p err -o short-iso --no-pager
 }}
 opt() {{ have "$1" || return 127; "$@"; }}
-# The sysfs PCIe tree: NUMA node and link of every GPU/NIC/bridge, and RDMA device -> PCI address.
+# The sysfs PCIe tree: NUMA node and link of every GPU/NIC/bridge, RDMA device -> PCI address,
+# and the slot table (slot name -> bus:device) that names where a technician finds a card.
 pcisysfs() {{
   [ -d /sys/bus/pci/devices ] || return 127
   for d in /sys/bus/pci/devices/*; do
@@ -54,9 +67,22 @@ pcisysfs() {{
   for r in /sys/class/infiniband/*; do
     [ -e "$r/device" ] && echo "rdma ${{r##*/}} $(basename "$(readlink -f "$r/device")")"
   done
+  for s in /sys/bus/pci/slots/*; do
+    [ -r "$s/address" ] && echo "slot ${{s##*/}} $(cat "$s/address")"
+  done
   return 0
 }}
-pci() {{ have lspci || return 127; $SUDO lspci -vvv -nn -D; }}
+# lspci -vvv of an HGX board is ~1 MB, 40% of it uncore "System peripheral" functions no check
+# reads: only GPUs/displays, host and PCI bridges, NVSwitches and network functions are kept
+# (a function printed without a class id is kept: nothing to judge it by).
+pci() {{
+  have lspci || return 127
+  $SUDO lspci -vvv -nn -D | awk 'BEGIN {{ RS = ""; ORS = "\\n\\n" }}
+    {{ split($0, l, "\\n")
+       if (l[1] !~ /^[^ ]+ [^[]*\\[[0-9a-f][0-9a-f][0-9a-f][0-9a-f]\\]: / ||
+           l[1] ~ / \\[(0300|0302|0380|0600|0604|0680|0200|0207|0280)\\]: /) print }}'
+  return "${{PIPESTATUS[0]}}"
+}}
 transceivers() {{
   have mlxlink || return 127
   for d in /sys/class/infiniband/*; do
@@ -86,19 +112,24 @@ PY
 """
 
 
-def collector_script(exp: Expectations, *, deep: bool = False) -> str:
-    """The bash script printing every section the checks need for this host."""
+def collector_script(exp: Expectations, *, deep: bool = False, textfile_dir: str | None = None) -> str:
+    """The bash script printing every section the checks need for this host; with
+    ``textfile_dir`` it then installs the node_exporter textfile sent on its stdin."""
     s = exp.settings
     lines = [_PRELUDE.replace("{COUNTERS}", " ".join(IB_ERROR_COUNTERS))]
     add = lines.append
     add('sec meta sh -c \'echo "hostname=$(hostname)"; echo "kernel=$(uname -r)"; echo "uid=$(id -u)"\'')
+    add("sec nvlink_errors_0 opt nvidia-smi nvlink -e")
+    add("sec ib_counters_0 ibcounters")
+    add(f"sleep {s.counter_interval_s:g}")
+    add("sec nvlink_errors_1 opt nvidia-smi nvlink -e")
+    add("sec ib_counters_1 ibcounters")
+    add(f'echo "{COLLECT}"')
     add("sec nvsmi opt nvidia-smi -q")
     add("sec nvlink_status opt nvidia-smi nvlink --status")
-    add("sec nvlink_errors_0 opt nvidia-smi nvlink -e")
     add("sec topo opt nvidia-smi topo -m")
     add("sec pci_sysfs pcisysfs")
     add("sec ibstat opt ibstat")
-    add("sec ib_counters_0 ibcounters")
     if exp.ib_ports and exp.firmware.get("transceiver_firmware"):
         add("sec transceivers transceivers")
     add("sec lspci pci")
@@ -130,10 +161,30 @@ def collector_script(exp: Expectations, *, deep: bool = False) -> str:
         add('rm -f "$diag" "$diag.rc"')
         add("sec nvbandwidth opt nvbandwidth -t device_to_device_memcpy_read_ce")
         add("sec gpu_matmul gpumatmul")
-    add(f"sleep {s.counter_interval_s:g}")
-    add("sec nvlink_errors_1 opt nvidia-smi nvlink -e")
-    add("sec ib_counters_1 ibcounters")
+    if textfile_dir is not None:
+        lines.append(_textfile_install(textfile_dir))
     return "\n".join(lines) + "\n"
+
+
+def _textfile_install(directory: str) -> str:
+    """Read ``TEXTFILE <bytes>`` and the bytes from stdin, write them atomically (temp file and
+    rename in the same directory: node_exporter never reads half a file); exit right after, so
+    nothing that follows on stdin is ever run."""
+    d = directory.rstrip("/") or "/"
+    qd = shlex.quote(d)
+    final = shlex.quote(f"{d.rstrip('/')}/{TEXTFILE_NAME}")
+    return f"""textfile() {{
+  IFS= read -r hdr || return 0
+  case "$hdr" in "TEXTFILE "*) n=${{hdr#TEXTFILE }} ;; *) return 0 ;; esac
+  case "$n" in ''|*[!0-9]*) echo "bad textfile length"; return 2 ;; esac
+  [ "$n" -le {MAX_TEXTFILE} ] || {{ echo "textfile too large"; return 2; }}
+  $SUDO mkdir -p {qd} && t=$($SUDO mktemp {qd}/.{TEXTFILE_NAME}.XXXXXX) || return 1
+  head -c "$n" | $SUDO tee "$t" >/dev/null
+  if [ "$($SUDO stat -c %s "$t")" != "$n" ]; then $SUDO rm -f "$t"; echo "textfile cut short"; return 1; fi
+  $SUDO chmod 0644 "$t" && $SUDO mv -f "$t" {final}
+}}
+echo "{READY}"
+echo "{BEGIN} textfile"; textfile 2>&1; rc=$?; echo; echo "{END} textfile rc=$rc"; exit 0"""
 
 
 @dataclass(frozen=True)
@@ -155,24 +206,34 @@ class Section:
         return self.rc == 0
 
 
-_END = re.compile(rf"^{re.escape(END)} (?P<name>\S+) rc=(?P<rc>[0-9]{{1,9}})$")
+_MARKER = re.compile(rf"^(?:{re.escape(BEGIN)} (?P<begin>.*)|{re.escape(END)} (?P<name>\S+) "
+                     rf"rc=(?P<rc>[0-9]{{1,9}}))$", re.MULTILINE)
+# Line breaks str.splitlines() knows besides "\n": a section holding one is split line by line.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _section_text(raw: str) -> str:
+    """A section's lines (the slice between its markers) without the collector's closing
+    newline, line breaks normalised to "\n"."""
+    if _OTHER_BREAKS.search(raw):
+        text = "\n".join(raw.splitlines())
+        return text[:-1] if text.endswith("\n") else text
+    text = raw[:-1] if raw.endswith("\n") else raw  # the END marker's line start
+    return text[:-1] if text.endswith("\n") else text  # the collector's `echo`
 
 
 def parse_sections(output: str) -> dict[str, Section]:
-    """Split the script's output into sections by name (a cut-off section is dropped)."""
+    """Split the script's output into sections by name (a cut-off section is dropped).
+
+    Markers are found with one regular-expression pass over the ~1 MB of a GPU host's output
+    (a line-by-line loop was most of the parse time at fleet scale)."""
     sections: dict[str, Section] = {}
     name: str | None = None
-    buf: list[str] = []
-    for line in output.splitlines():
-        if line.startswith(BEGIN + " "):
-            name, buf = line[len(BEGIN) + 1 :].strip(), []
-            continue
-        m = _END.match(line)
-        if m and name is not None and name == m.group("name"):
-            text = "\n".join(buf)
-            sections[name] = Section(name, int(m.group("rc")), text[:-1] if text.endswith("\n") else text)
+    start = 0
+    for m in _MARKER.finditer(output):
+        if m.group("begin") is not None:
+            name, start = m.group("begin").strip(), m.end() + 1
+        elif name is not None and m.group("name") == name:
+            sections[name] = Section(name, int(m.group("rc")), _section_text(output[start:m.start()]))
             name = None
-            continue
-        if name is not None:
-            buf.append(line)
     return sections

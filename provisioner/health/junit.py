@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from provisioner.health.model import HostReport, Status
+from provisioner.safetext import xml_tree
 
 
 def render_junit(reports: list[HostReport]) -> str:
@@ -35,7 +36,7 @@ def render_junit(reports: list[HostReport]) -> str:
                 ET.SubElement(case, "skipped", message=r.summary)
             else:
                 ET.SubElement(case, "system-out").text = f"{r.status.value}: {body}"
-    ET.indent(root)
+    ET.indent(xml_tree(root))  # what hosts printed (evidence) keeps the file parseable
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 

@@ -1,6 +1,7 @@
 """Host topology manifest: what every host of a profile must look like, captured from a golden host.
 
-Stored per profile in the site (``<site dir>/topology/<profile>.yml``, reviewed in git) and
+Stored per profile in the site (``<site dir>/.provisioner/topology/<profile>.yml``, reviewed in
+git: Ansible reads every other folder of the site directory as inventory and fails on it) and
 compared with each host's collected sections: one :class:`Deviation` per difference, each with
 the remedy a technician can act on (reseat, repair, re-flash, BIOS setting).
 """
@@ -25,7 +26,7 @@ from provisioner.health.model import RemedyKind
 from provisioner.health.nvlink import nvlink_spec, parse_nvlink_status
 from provisioner.health.nvsmi import parse_nvsmi
 from provisioner.health.pcie import PciDevice, Topology, parse_lspci, parse_pci_sysfs
-from provisioner.health.topo import RELATION_RANK, parse_topo
+from provisioner.health.topo import RELATION_RANK, parse_list, parse_topo
 from provisioner.inventory.yamlsrc import safe_load_bounded
 
 Relation = Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
@@ -53,7 +54,9 @@ class GpuExpect(_Strict):
     model: str | None = None
     nvlink: NvlinkExpect | None = None
     nearest_nic: NicExpect | None = None
-    numa: int | None = None
+    numa: int | list[int] | None = None  # NUMA Affinity: a node, or several ("6-7")
+    gpu_numa: int | list[int] | None = None  # GPU NUMA ID (Grace hosts: the GPU's memory node)
+    cpus: str | None = None  # CPU Affinity as nvidia-smi prints it ("0-47,96-143")
 
 
 class PcieExpect(_Strict):
@@ -102,12 +105,32 @@ class Deviation:
                 f" -> {self.action}")
 
 
+# Ansible never parses a dot-folder of an inventory directory, whatever its ansible.cfg says.
+ARTEFACTS = ".provisioner"
+
+
+def manifest_dir(site_dir: Path) -> Path:
+    """The folder of a site's topology manifests."""
+    return site_dir / ARTEFACTS / "topology"
+
+
 def manifest_path(site_dir: Path, profile: str) -> Path:
     """Where a profile's manifest lives in the site."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", profile):
         raise InventoryError(f"profile name {profile!r} cannot name a topology manifest file",
                              key="profiles", hint="use letters, digits, '.', '_' and '-'")
-    return site_dir / "topology" / f"{profile}.yml"
+    return manifest_dir(site_dir) / f"{profile}.yml"
+
+
+def refuse_legacy_folder(site_dir: Path) -> None:
+    """An earlier release wrote manifests to ``<site dir>/topology/``, where Ansible parses
+    them as inventory and fails every ``site.yml`` run: say how to move them."""
+    legacy = site_dir / "topology"
+    if legacy.is_dir():
+        raise InventoryError(
+            "topology manifests in this folder break Ansible (it reads every folder of the "
+            "site directory as inventory)", file=str(legacy),
+            hint=f"git mv {legacy} {manifest_dir(site_dir)}")
 
 
 def load_manifest(path: Path) -> TopologyManifest:
@@ -162,6 +185,41 @@ def _pcie(devices: list[PciDevice]) -> dict[str, PcieExpect]:
     return out
 
 
+def _compact(nodes: tuple[int, ...] | None) -> int | list[int] | None:
+    """One node as a number, several as a list (how a reviewer reads it in the YAML)."""
+    if not nodes:
+        return None
+    return nodes[0] if len(nodes) == 1 else list(nodes)
+
+
+def _nodes(value: int | list[int] | None) -> frozenset[int] | None:
+    if value is None:
+        return None
+    return frozenset([value] if isinstance(value, int) else value)
+
+
+def _numa(name: str, want: GpuExpect, got: GpuExpect) -> list[Deviation]:
+    """NUMA placement of one GPU against the golden host: its NUMA affinity (a node or a range),
+    its own memory node on Grace hosts, and the CPUs it is affine to."""
+    out = []
+    fix = ("check the BIOS NUMA settings (NPS/SNC, SMT) against the golden host, then the "
+           "riser/slot the GPU's switch hangs off")
+    for what, label, w, g in (("gpu.numa", "NUMA node", _nodes(want.numa), _nodes(got.numa)),
+                              ("gpu.numa_id", "GPU NUMA ID", _nodes(want.gpu_numa), _nodes(got.gpu_numa))):
+        if w is not None and g is not None and w != g:
+            out.append(Deviation(what, name, f"{label} {_show(w)}", f"{label} {_show(g)}",
+                                 RemedyKind.REPAIR, fix))
+    wc, gc = parse_list(want.cpus), parse_list(got.cpus)
+    if wc is not None and gc is not None and wc != gc:
+        out.append(Deviation("gpu.cpu_affinity", name, f"CPUs {want.cpus}", f"CPUs {got.cpus}",
+                             RemedyKind.REPAIR, fix))
+    return out
+
+
+def _show(nodes: frozenset[int]) -> str:
+    return ",".join(map(str, sorted(nodes)))
+
+
 def capture(sections: Mapping[str, Section], *, profile: str, host: str) -> TopologyManifest:
     """A manifest from one golden host's collected sections (``nvsmi``, ``topo``, ``lspci``...)."""
     nvsmi = parse_nvsmi(_text(sections, "nvsmi")) if _text(sections, "nvsmi").strip() else None
@@ -178,14 +236,16 @@ def capture(sections: Mapping[str, Section], *, profile: str, host: str) -> Topo
             up = [ln.speed_gbs for ln in links[i] if ln.speed_gbs]
             nv = NvlinkExpect(links=len(up), speed_gbs=min(up) if up else None)
         nic = None
-        numa = None
+        placed: dict[str, Any] = {}
         if topo and f"GPU{i}" in topo.gpus:
             rel, devs = topo.nearest_nics(f"GPU{i}")
             if rel is not None:
                 nic = NicExpect(relation="SYS" if rel == "SOC" else rel, devices=devs)  # type: ignore[arg-type]
-            numa = topo.numa_affinity.get(f"GPU{i}")
+            placed = {"numa": _compact(topo.numa_affinity.get(f"GPU{i}")),
+                      "gpu_numa": _compact(topo.gpu_numa_id.get(f"GPU{i}")),
+                      "cpus": topo.cpu_affinity.get(f"GPU{i}")}
         gpus.append(GpuExpect(index=i, bus_id=g.bus_id if g else None,
-                              model=g.product if g else None, nvlink=nv, nearest_nic=nic, numa=numa))
+                              model=g.product if g else None, nvlink=nv, nearest_nic=nic, **placed))
     pci_numa, rdma = parse_pci_sysfs(_text(sections, "pci_sysfs"))
     nics = {p.ca: NicFacts(pci=rdma.get(p.ca), numa=pci_numa.get(rdma.get(p.ca, "")),
                            firmware=p.firmware, link_layer=p.link_layer, ca_type=p.ca_type)
@@ -242,10 +302,7 @@ def compare(manifest: TopologyManifest, sections: Mapping[str, Section], host: s
                                  "wrong GPU model in this slot: replace it"))
         out.extend(_nvlink(name, want, got))
         out.extend(_nic(name, want, got))
-        if want.numa is not None and got.numa is not None and want.numa != got.numa:
-            out.append(Deviation("gpu.numa", name, f"NUMA node {want.numa}", f"NUMA node {got.numa}",
-                                 RemedyKind.REPAIR, "check the BIOS NUMA setting (NPS/SNC) "
-                                 "against the golden host, then the riser cabling"))
+        out.extend(_numa(name, want, got))
     out.extend(_pcie_dev(manifest.pcie, seen.pcie))
     out.extend(_nic_facts(manifest.nics, seen.nics))
     return out

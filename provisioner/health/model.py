@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -54,6 +55,64 @@ class Remedy(BaseModel):
 NO_REMEDY = Remedy()
 
 
+class GpuRef(BaseModel):
+    """Where a GPU is, the ways a technician finds it: PCI address (nvidia-smi Bus Id, lspci),
+    the PCIe slot the OS reports, the BMC's name for its position, module slot and serial."""
+
+    pci: str
+    index: int | None = None  # nvidia-smi / NVML index (what DCGM and nvlink --status number)
+    slot: str | None = None  # PCIe slot from sysfs / lspci ("Physical Slot", SltCap "Slot #")
+    bmc_slot: str | None = None  # the BMC's location of this GPU (discovery), e.g. HGX_GPU_SXM_4
+    module: int | None = None
+    serial: str | None = None
+
+    def label(self) -> str:
+        """"GPU at PCI 0000:19:00.0 slot 28 module 1 serial 1654922006536"."""
+        bits = [f"GPU at PCI {self.pci}"]
+        if self.slot:
+            bits.append(f"slot {self.slot}")
+        if self.bmc_slot:
+            bits.append(f"BMC {self.bmc_slot}")
+        if self.module is not None:
+            bits.append(f"module {self.module}")
+        if self.serial:
+            bits.append(f"serial {self.serial}")
+        return " ".join(bits)
+
+
+class Finding(BaseModel):
+    """One fault a check found (one GPU, one link, one test result), with its own remedy."""
+
+    status: Status
+    summary: str
+    remedy: RemedyKind = RemedyKind.NONE
+    part: str | None = None
+    gpu: GpuRef | None = None
+    detail: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+    # How findings of one kind read together in the check's summary ("{n} GPU(s) ECC off").
+    headline: str | None = Field(default=None, exclude=True)
+
+    @property
+    def failing(self) -> bool:
+        """A fail or error (it needs its remedy), not a warning."""
+        return self.status in (Status.FAIL, Status.ERROR)
+
+
+def _natural(text: str) -> list[tuple[int, str]]:
+    """"mlx5_3/1" before "mlx5_10/1": digit runs compare by length, then text (no int(): a
+    hostile run of 5,000 digits must not cost anything)."""
+    return [(len(t.lstrip("0")), t.lstrip("0")) if i % 2 else (0, t)
+            for i, t in enumerate(re.split(r"([0-9]+)", text))]
+
+
+def finding_order(f: Finding) -> tuple[int, int, list[tuple[int, str]]]:
+    """Failing findings first, the most expensive remedy first; then warnings; then by part
+    (PCI address, rail), numbers in their order."""
+    return (0 if f.failing else 1, -_REMEDY_RANK[f.remedy],
+            _natural(f.gpu.pci if f.gpu else (f.part or "")))
+
+
 class CheckResult(BaseModel):
     """One check's result on one host, with what was seen and the limit it was judged against."""
 
@@ -65,6 +124,7 @@ class CheckResult(BaseModel):
     threshold: dict[str, Any] = Field(default_factory=dict)
     remedy: Remedy = Field(default_factory=Remedy)
     evidence: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)  # each GPU/link/result, remedy order
 
     @property
     def clean(self) -> bool:

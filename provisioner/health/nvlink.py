@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 # What a healthy GPU of each SXM model shows in ``nvidia-smi nvlink --status``: link count and
 # per-link speed as nvidia-smi prints it (one direction). Sources: NVIDIA's H100/H800/A100/A800
-# datasheets (NVLink4 900 GB/s = 18 links, H800 400 GB/s = 8 links; NVLink3 A100 600 GB/s = 12
-# links, A800 400 GB/s = 8 links) and the recordings in tests/fixtures/corpus (26.562 GB/s per
-# NVLink4 link, 25 GB/s per NVLink3 link). First match wins: "H800" before "H100".
+# and Blackwell datasheets (NVLink4 900 GB/s = 18 links, H800 400 GB/s = 8 links; NVLink3 A100
+# 600 GB/s = 12 links, A800 400 GB/s = 8 links; NVLink5 1.8 TB/s = 18 links on B200/B300/GB200/
+# GB300), the recordings in tests/fixtures/corpus (26.562 GB/s per NVLink4 link, 25 GB/s per
+# NVLink3 link) and a public B300 SXM6 listing (driver 610: 53.125 GB/s per NVLink5 link).
+# First match wins: "H800" before "H100", "GB200" before "B200".
 @dataclass(frozen=True)
 class NvlinkSpec:
     """Links per GPU and per-link speed (GB/s) a healthy GPU of a model reports."""
@@ -20,6 +22,10 @@ class NvlinkSpec:
 
 
 NVLINK_BY_MODEL: tuple[tuple[str, NvlinkSpec], ...] = (
+    ("GB300", NvlinkSpec(18, 53.125)),
+    ("GB200", NvlinkSpec(18, 53.125)),
+    ("B300", NvlinkSpec(18, 53.125)),
+    ("B200", NvlinkSpec(18, 53.125)),
     ("H800", NvlinkSpec(8, 26.562)),
     ("H100 80GB HBM3", NvlinkSpec(18, 26.562)),  # H100 SXM5 (the PCIe card prints "H100 PCIe")
     ("H100 SXM", NvlinkSpec(18, 26.562)),

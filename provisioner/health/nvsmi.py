@@ -10,7 +10,8 @@ between driver branches, so lookups try each known spelling and ignore case and 
 | PCIe max gen | "Max" (all), "Device Max" / "Host Max" (520+) |
 | ECC counters | "Single Bit"/"Double Bit" sections (Volta), "SRAM/DRAM (Un)correctable" (Ampere+), |
 |  | "SRAM Uncorrectable Parity" / "SRAM Uncorrectable SEC-DED" (550+) |
-| reset status | "GPU Reset Status" (550+; absent before) |
+| reset status | "GPU Reset Status" (550+; absent before; 570+ says "Requested functionality has |
+|  | been deprecated" there and states "GPU Recovery Action" instead) |
 | module id | "Module ID" (<= 560), "Platform Info" > "Module Id" (565+) |
 
 A GPU the driver cannot query prints an error string instead of a value ("GPU requires reset",
@@ -32,12 +33,20 @@ Tree = dict[str, Any]
 
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _LEAF = re.compile(r"^(?P<key>[^:]+?)\s*:\s?(?P<value>.*)$")
-_NA = {"N/A", "[N/A]", "Not Supported", "[Not Supported]", ""}
+_NA = {"N/A", "[N/A]", "Not Supported", "[Not Supported]", "",
+       "Requested functionality has been deprecated"}  # 570+ for the "GPU Reset Status" fields
 # NVML errors as nvidia-smi prints them in place of a value (nvmlErrorString, "ERR!" in tables).
 _ERRORS = {"gpu requires reset", "unknown error", "err!", "gpu is lost"}
 # Top-level sections of a GPU block that some check judges; an error string there matters.
 JUDGED_SECTIONS = ("Product Name", "Serial Number", "GPU UUID", "VBIOS Version", "ECC Mode",
-                   "ECC Errors", "Remapped Rows", "GPU Reset Status")
+                   "ECC Errors", "Remapped Rows", "GPU Reset Status", "GPU Recovery Action")
+
+
+def _fold(key: str) -> str:
+    return " ".join(key.lower().split())
+
+
+_JUDGED_FOLDED = frozenset(_fold(s) for s in JUDGED_SECTIONS)
 
 
 def is_error_value(value: Any) -> bool:
@@ -88,10 +97,6 @@ def parse_tree(lines: list[str]) -> Tree:
             parent[key] = child
             stack.append((indent, child))
     return root
-
-
-def _fold(key: str) -> str:
-    return " ".join(key.lower().split())
 
 
 def _child(node: Any, key: str) -> Any:
@@ -168,6 +173,7 @@ class Gpu:
     width_max: int | None
     utilization_pct: int | None
     throttle_active: list[str] = field(default_factory=list)
+    recovery_action: str | None = None  # "GPU Recovery Action" (550+): None, Reset, Reboot, ...
     fabric_state: str | None = None
     fabric_status: str | None = None
     errors: dict[str, str] = field(default_factory=dict)  # judged field path -> NVML error string
@@ -250,7 +256,7 @@ def _error_fields(t: Tree) -> dict[str, str]:
             out[" > ".join(path)] = str(node).strip()
 
     for key, value in t.items():
-        if _fold(key) in {_fold(s) for s in JUDGED_SECTIONS}:
+        if _fold(key) in _JUDGED_FOLDED:
             walk(value, [key])
     return out
 
@@ -274,6 +280,7 @@ def _gpu(bus: str, t: Tree) -> Gpu:
         remap_failure=_yes(_get(t, "Remapped Rows", "Remapping Failure Occurred")),
         reset_required=_yes(_get(t, "GPU Reset Status", "Reset Required")),
         drain_recommended=_yes(_get(t, "GPU Reset Status", "Drain and Reset Recommended")),
+        recovery_action=_str(_get(t, "GPU Recovery Action")),
         pcie_gen_current=_int(_get(gen, "Current")) if isinstance(gen, dict) else None,
         pcie_gen_max=_int(_first(gen, ("Device Max",), ("Max",))) if isinstance(gen, dict) else None,
         width_current=_int(_get(width, "Current")) if isinstance(width, dict) else None,

@@ -21,6 +21,8 @@ _SPEED = re.compile(r"Speed (?P<speed>[0-9]{1,6}(?:\.[0-9]{1,6})?)GT/s(?: \((?P<
 _WIDTH = re.compile(r"Width x(?P<width>[0-9]{1,4})(?: \((?P<wq>ok|downgraded)\))?")
 _BUS = re.compile(r"Bus: primary=(?P<p>[0-9a-f]+), secondary=(?P<s>[0-9a-f]+), subordinate=(?P<u>[0-9a-f]+)")
 _PORT = re.compile(r"Express \(v[0-9]\) (?P<port>[A-Za-z ]+?)(?: \(|,|$)")
+_SLOT_NO = re.compile(r"^Slot #(?P<slot>[0-9]{1,6})\b")
+_SLOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 # PCIe transfer rate (GT/s) -> generation
 SPEED_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
@@ -52,6 +54,8 @@ class PciDevice:
     subordinate_bus: int | None = None
     acs_ctl: dict[str, bool] | None = None
     serial: str | None = None  # VPD "[SN] Serial number" (HCAs)
+    physical_slot: str | None = None  # "Physical Slot: 28" (the slot this function sits in)
+    slot_below: str | None = None  # a port's SltCap "Slot #28": the slot of the device below it
     lines: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -99,12 +103,46 @@ def _link(text: str) -> tuple[Link, list[str]]:
     return link, downgraded
 
 
+def _detail(cur: PciDevice, stripped: str) -> None:
+    """Read one indented lspci line into ``cur`` (only the few kinds the checks use)."""
+    head = stripped[:4]
+    if head not in _WANTED:
+        return
+    if stripped.startswith("LnkCap:"):
+        cur.cap, _ = _link(stripped)
+    elif stripped.startswith("LnkSta:"):
+        cur.sta, cur.sta_downgraded = _link(stripped)
+    elif stripped.startswith("Bus: primary="):
+        b = _BUS.search(stripped)
+        if b:
+            cur.secondary_bus, cur.subordinate_bus = int(b.group("s"), 16), int(b.group("u"), 16)
+    elif stripped.startswith("ACSCtl:"):
+        cur.acs_ctl = {t[:-1]: t.endswith("+") for t in stripped.split()[1:] if t[-1:] in "+-"}
+    elif stripped.startswith("Capabilities:") and "Express (v" in stripped:
+        p = _PORT.search(stripped)
+        if p:
+            cur.port_type = p.group("port").strip()
+    elif stripped.startswith("[SN] Serial number:"):
+        cur.serial = stripped.split(":", 1)[1].strip()
+    elif stripped.startswith("Physical Slot:"):
+        name = stripped.split(":", 1)[1].strip()
+        cur.physical_slot = name if _SLOT_NAME.match(name) else None
+    elif (slot := _SLOT_NO.match(stripped)) is not None:
+        cur.slot_below = slot.group("slot")
+
+
+# The first four characters of the lines _detail reads: the others are skipped at once.
+_WANTED = frozenset({"LnkC", "LnkS", "Bus:", "ACSC", "Capa", "[SN]", "Phys", "Slot"})
+
+
 def parse_lspci(text: str) -> list[PciDevice]:
     """All functions in ``lspci -vvv`` (optionally ``-nn``/``-D``) output."""
     devices: list[PciDevice] = []
     cur: PciDevice | None = None
     for line in text.splitlines():
-        m = _HEADER.match(line)
+        # Only a device's first line starts in column 0 (most of the ~13,000 lines of an HGX
+        # board are indented capability lines: no header match to try on them).
+        m = _HEADER.match(line) if line[:1] not in ("\t", " ", "") else None
         if m:
             ids = _IDS.search(m.group("desc"))
             cur = PciDevice(
@@ -117,29 +155,36 @@ def parse_lspci(text: str) -> list[PciDevice]:
             cur.lines.append(line)
             devices.append(cur)
             continue
-        if cur is None or not line.strip():
+        if cur is None:
             continue
-        cur.lines.append(line)
         stripped = line.strip()
-        if stripped.startswith("LnkCap:"):
-            cur.cap, _ = _link(stripped)
-        elif stripped.startswith("LnkSta:"):
-            cur.sta, cur.sta_downgraded = _link(stripped)
-        elif stripped.startswith("Bus: primary="):
-            b = _BUS.search(stripped)
-            if b:
-                cur.secondary_bus, cur.subordinate_bus = int(b.group("s"), 16), int(b.group("u"), 16)
-        elif stripped.startswith("ACSCtl:"):
-            cur.acs_ctl = {
-                t[:-1]: t.endswith("+") for t in stripped.split()[1:] if t[-1:] in "+-"
-            }
-        elif "Express (v" in stripped and stripped.startswith("Capabilities:"):
-            p = _PORT.search(stripped)
-            if p:
-                cur.port_type = p.group("port").strip()
-        elif stripped.startswith("[SN] Serial number:"):
-            cur.serial = stripped.split(":", 1)[1].strip()
+        if stripped:
+            cur.lines.append(line)
+            _detail(cur, stripped)
     return devices
+
+
+def pci_slots(devices: list[PciDevice], sysfs: str = "") -> dict[str, str]:
+    """PCI address -> PCIe slot, for every function in a slot.
+
+    From the kernel's slot table (the collector's ``slot NAME dddd:bb:dd`` lines from
+    /sys/bus/pci/slots: a slot whose address is the function's own bus and device), else
+    lspci's "Physical Slot", else the slot the port above it announces (SltCap "Slot #N"):
+    behind PCIe switches (HGX baseboards) the slot number sits on the switch port."""
+    table: dict[str, str] = {}
+    for line in sysfs.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "slot" and _SLOT_NAME.match(parts[1]):
+            table[parts[2].lower()] = parts[1]
+    topo = Topology(devices)
+    out: dict[str, str] = {}
+    for dev in devices:
+        parent = topo.parent(dev)
+        slot = (table.get(dev.addr.rsplit(".", 1)[0]) or dev.physical_slot
+                or (parent.slot_below if parent is not None and parent.is_port_below else None))
+        if slot:
+            out[dev.addr] = slot
+    return out
 
 
 class Topology:
@@ -148,14 +193,17 @@ class Topology:
     def __init__(self, devices: list[PciDevice]) -> None:
         self.devices = devices
         self._by_addr = {d.addr: d for d in devices}
+        # (domain, secondary bus) -> the first bridge opening that bus: one lookup per device
+        # instead of a scan of all (an HGX host lists 500+ functions).
+        self._bridge: dict[tuple[str, int], PciDevice] = {}
+        for d in devices:
+            if d.secondary_bus is not None:
+                self._bridge.setdefault((d.addr.split(":")[0], d.secondary_bus), d)
 
     def parent(self, dev: PciDevice) -> PciDevice | None:
         """The bridge whose secondary bus is this device's bus (same PCI domain)."""
-        domain = dev.addr.split(":")[0]
-        for d in self.devices:
-            if d.secondary_bus == dev.bus and d.addr.split(":")[0] == domain and d is not dev:
-                return d
-        return None
+        found = self._bridge.get((dev.addr.split(":")[0], dev.bus))
+        return found if found is not dev else None
 
     def path(self, dev: PciDevice) -> list[PciDevice]:
         """The device and every bridge above it, up to the root port."""

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from provisioner.health.checks import Context, run_checks
 from provisioner.health.checks.base import not_applicable, result
-from provisioner.health.collector import collector_script, parse_sections
 from provisioner.health.config import Expectations
 from provisioner.health.deep_measure import (
     COUNTERS_SCRIPT,
@@ -33,7 +29,8 @@ class HostPlan:
     expect: Expectations
 
 
-def _unreachable(plan: HostPlan, stderr: str, timed_out: bool) -> CheckResult:
+def unreachable_result(plan: HostPlan, stderr: str, timed_out: bool) -> CheckResult:
+    """host.reachable for a host ssh could not run the collector on (why, from its stderr)."""
     why = "timed out" if timed_out else (stderr.strip().splitlines() or ["ssh failed"])[-1]
     evidence = stderr.strip().splitlines()[-5:]
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or "Host key verification failed" in stderr:
@@ -53,47 +50,6 @@ def _unreachable(plan: HostPlan, stderr: str, timed_out: bool) -> CheckResult:
         detail="power-cycle through the BMC; check the key and ssh_user if it boots",
         evidence=evidence,
     )
-
-
-def check_host(client: SshClient, plan: HostPlan, run_id: str, *, deep: bool = False) -> HostReport:
-    """Run the collector on one host and every applicable check on its output (not yet judged)."""
-    started = datetime.now(UTC)
-    t0 = time.monotonic()
-    res = client.run_script(plan.target, collector_script(plan.expect, deep=deep))
-    if res.unreachable:
-        results = [_unreachable(plan, res.stderr, res.timed_out)]
-    else:
-        sections = parse_sections(res.stdout)
-        ctx = Context(host=plan.target.name, sections=sections, expect=plan.expect, deep=deep)
-        results = [
-            result("host.reachable", Status.PASS, f"ssh {plan.target.user}@{plan.target.address}"),
-            *run_checks(ctx),
-        ]
-    return HostReport(
-        host=plan.target.name, run_id=run_id, started_at=started.isoformat(timespec="seconds"),
-        duration_s=round(time.monotonic() - t0, 3), results=results,
-    )
-
-
-def check_hosts(
-    client: SshClient,
-    plans: list[HostPlan],
-    run_id: str,
-    *,
-    deep: bool = False,
-    parallel: int = 32,
-    on_done: Callable[[HostReport], None] | None = None,
-) -> list[HostReport]:
-    """Check hosts in parallel (bounded); reports come back in the order of ``plans``."""
-    reports: dict[str, HostReport] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(plans) or 1))) as pool:
-        futures = {pool.submit(check_host, client, p, run_id, deep=deep): p for p in plans}
-        for fut in as_completed(futures):
-            rep = fut.result()
-            reports[rep.host] = rep
-            if on_done is not None:
-                on_done(rep)
-    return [reports[p.target.name] for p in plans]
 
 
 def publish_textfiles(

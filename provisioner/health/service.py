@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,14 @@ from provisioner.health.checks import CHECK_IDS
 from provisioner.health.collector import collector_script, parse_sections
 from provisioner.health.config import Expectations, HealthSettings
 from provisioner.health.errors import HealthInputError
+from provisioner.health.fleet import FleetOptions, run_fleet
 from provisioner.health.manifest import (
     TopologyManifest,
     capture,
     dump_manifest,
     load_manifest,
     manifest_path,
+    refuse_legacy_folder,
 )
 from provisioner.health.model import (
     CheckResult,
@@ -32,7 +34,7 @@ from provisioner.health.model import (
     judge,
     worst_remedy,
 )
-from provisioner.health.runner import HostPlan, check_hosts, ib_pair_bandwidth, publish_textfiles
+from provisioner.health.runner import HostPlan, ib_pair_bandwidth, publish_textfiles
 from provisioner.health.ssh_client import SshClient, SshTarget
 from provisioner.inventory import Host, Site
 from provisioner.state import NodeState, StateStore
@@ -62,6 +64,7 @@ def health_settings(site: Site, skip: list[str] | None = None) -> HealthSettings
 def expectations(site: Site, host: Host, settings: HealthSettings) -> Expectations:
     """What ``host`` should contain, from its profile and the site's firmware manifest."""
     p = host.profile
+    refuse_legacy_folder(site.path.parent)
     firmware = dict(site.settings.expected_firmware)
     firmware.update(p.vars.get("expected_firmware", {}))
     try:
@@ -169,6 +172,8 @@ def age_old_xids(report: HostReport, previous: HostReport | None) -> HostReport:
         return report
     aged = xid.model_copy(update={
         "status": Status.WARN, "severity": Severity.WARNING, "remedy": Remedy(),
+        "findings": [f.model_copy(update={"status": Status.WARN, "remedy": RemedyKind.NONE})
+                     for f in xid.findings],
         "summary": f"{xid.summary}; already reported in run {previous.run_id} and the GPUs "
                    "check clean now (reboot to clear the log)",
         "observed": {**xid.observed, "already_reported_in": previous.run_id},
@@ -211,6 +216,36 @@ def record(store: StateStore, report: HostReport) -> None:
         store.record_event(report.host, "health", f"state left as {current.value}: {exc}", data)
 
 
+def previous_streak(facts: dict[str, Any], since: datetime | None) -> int:
+    """The clean streak the host's last run ended with, from its facts (no history read), or 0
+    when that run predates its last install (or it never had one)."""
+    last = facts.get("health") or {}
+    streak, at = last.get("clean_streak"), last.get("at")
+    if not isinstance(streak, int) or not isinstance(at, str):
+        return 0
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return 0
+    return streak if since is None or when >= since else 0
+
+
+def _finisher(store: StateStore, golden_after: int, hosts: list[str]) -> Callable[[HostReport], HostReport]:
+    """Judge a host's report against its history and record it (run in one writer thread)."""
+    facts = {r.name: r.facts for r in store.all() if r.name in set(hosts)}
+    since = {h: store.last_entered(h, _NEW_INSTALL) for h in hosts}
+
+    def finish(rep: HostReport) -> HostReport:
+        xid = next((r for r in rep.results if r.id == "gpu.xid"), None)
+        if xid is not None and xid.status is Status.FAIL and xid.remedy.kind is RemedyKind.RESET_GPU:
+            rep = age_old_xids(rep, latest_report(store, rep.host))  # read only when it matters
+        rep = judge(rep, golden_after, previous_streak(facts.get(rep.host, {}), since.get(rep.host)))
+        record(store, rep)
+        return rep
+
+    return finish
+
+
 def run_site_health(
     site: Site,
     hosts: list[Host],
@@ -223,9 +258,11 @@ def run_site_health(
     skip: list[str] | None = None,
     on_checked: Callable[[HostReport], None] | None = None,
 ) -> HealthRunSummary:
-    """Check ``hosts`` in parallel, judge them against their history, record and publish.
+    """Check ``hosts`` (one SSH session each, all at once), judge each against its history,
+    record it and write its node_exporter textfile as it finishes.
 
-    ``on_checked`` is called from worker threads as each host's collection finishes (progress).
+    ``on_checked`` gets each judged report as its host finishes (progress, streamed output);
+    with ``deep`` the ib_write_bw pairs need every host first, so reports come at the end.
     """
     settings = health_settings(site, skip)
     store.ensure_hosts([h.name for h in hosts])
@@ -242,21 +279,23 @@ def run_site_health(
                            command_timeout_s=settings.command_timeout_s,
                            options=settings.ssh_options)
     plans = [HostPlan(ssh_target(site, h, settings), expectations(site, h, settings)) for h in chosen]
-    raw = check_hosts(client, plans, run_id, deep=deep, parallel=settings.parallel,
-                      on_done=on_checked)
-    if deep:
-        raw = ib_pair_bandwidth(client, plans, raw, parallel=settings.parallel)
-    judged = []
-    for rep in raw:
-        golden_after = site.settings.golden_after
-        rep = age_old_xids(rep, latest_report(store, rep.host))
-        rep = judge(rep, golden_after, clean_streak(store, rep.host, max(golden_after, 50)))
-        record(store, rep)
-        judged.append(rep)
-    summary.reports = judged
+    finish = _finisher(store, site.settings.golden_after, [h.name for h in chosen])
+    if not deep:
+        options = FleetOptions(sessions=settings.parallel,
+                               textfile_dir=settings.textfile_dir if publish else None)
+        summary.reports, summary.textfile_problems = run_fleet(
+            client, plans, run_id, finish, options=options, on_done=on_checked)
+        return summary
+    raw, _ = run_fleet(client, plans, run_id, lambda rep: rep,
+                       options=FleetOptions(sessions=settings.parallel, deep=True))
+    raw = ib_pair_bandwidth(client, plans, raw, parallel=settings.parallel)
+    summary.reports = [finish(rep) for rep in raw]
+    for rep in summary.reports:
+        if on_checked is not None:
+            on_checked(rep)
     if publish:
         summary.textfile_problems = publish_textfiles(
-            client, plans, judged, settings.textfile_dir, parallel=settings.parallel)
+            client, plans, summary.reports, settings.textfile_dir, parallel=settings.parallel)
     return summary
 
 
@@ -275,19 +314,18 @@ def _report(host: str, run: HealthRun) -> HostReport:
 
 def golden_hosts(store: StateStore, names: list[str]) -> list[tuple[str, HostReport]]:
     """Hosts whose latest run since their last install was judged golden, unless they are
-    being re-imaged, failed or in maintenance since."""
+    being re-imaged, failed or in maintenance since (each host's latest run in one query)."""
     out = []
     states = {r.name: r.state for r in store.all()}
+    latest = store.latest_health(names)
     for name in names:
-        if states.get(name) in _NOT_SCHEDULABLE:
+        run = latest.get(name)
+        if run is None or states.get(name) in _NOT_SCHEDULABLE or run.verdict != Verdict.GOLDEN:
             continue
-        runs = store.health_history(name, limit=1)
         since = store.last_entered(name, _NEW_INSTALL)
-        if not runs or (since is not None and runs[0].ts < since):
+        if since is not None and run.ts < since:
             continue
-        rep = _report(name, runs[0])
-        if rep.verdict is Verdict.GOLDEN:
-            out.append((name, rep))
+        out.append((name, _report(name, run)))
     return out
 
 
@@ -305,25 +343,42 @@ def failed_hosts_for(store: StateStore, kind: RemedyKind) -> list[str]:
             and remedy_of(r.facts) is kind]
 
 
-def incidents(store: StateStore, host: str, *, days: float = 30.0, now: datetime | None = None) -> int:
-    """How many times the host went from passing to needing attention in the last ``days``:
-    the few hosts that break again and again stand out (one incident spans consecutive failed
-    runs)."""
-    now = now or datetime.now(UTC)
-    runs = [r for r in reversed(store.health_history(host, limit=500))
-            if (now - r.ts).total_seconds() <= days * 86400]
+def _count_incidents(verdicts: list[str]) -> int:
+    """Passing-to-failing turns in a sequence of verdicts, oldest first."""
     count, failing = 0, False
-    for run in runs:
-        bad = run.verdict == Verdict.NEEDS_ATTENTION
+    for verdict in verdicts:
+        bad = verdict == Verdict.NEEDS_ATTENTION
         if bad and not failing:
             count += 1
         failing = bad
     return count
 
 
+def incidents_of(store: StateStore, names: list[str], *, days: float = 30.0,
+                 now: datetime | None = None) -> dict[str, int]:
+    """How many times each host went from passing to needing attention in the last ``days``
+    (one incident spans consecutive failed runs): the few hosts that break again and again
+    stand out. One query for every host, no run's results read."""
+    now = now or datetime.now(UTC)
+    runs = store.health_verdicts(names, since=now - timedelta(days=days))
+    return {name: _count_incidents([v for _, v in runs.get(name, [])]) for name in names}
+
+
+def incidents(store: StateStore, host: str, *, days: float = 30.0, now: datetime | None = None) -> int:
+    """:func:`incidents_of` for one host."""
+    return incidents_of(store, [host], days=days, now=now)[host]
+
+
 def capture_topology(site: Site, host: Host, *, client: SshClient | None = None,
                      output: Path | None = None) -> tuple[Path, TopologyManifest]:
-    """Collect ``host`` (one SSH session) and write its layout as its profile's manifest."""
+    """Collect ``host`` (one SSH session) and write its layout as its profile's manifest.
+
+    A host without GPUs (by its profile, or as collected) has no layout worth holding every
+    host to: that is said and nothing is written."""
+    if host.profile.gpus == 0:
+        raise HealthInputError(
+            f"{host.name}'s profile {host.profile.name!r} has no GPUs: there is no GPU/NVLink/NIC "
+            "layout to capture", hint="capture a GPU host, or set gpus: in the profile first")
     settings = health_settings(site)
     client = client or SshClient(connect_timeout_s=settings.connect_timeout_s,
                                  command_timeout_s=settings.command_timeout_s)
@@ -333,6 +388,10 @@ def capture_topology(site: Site, host: Host, *, client: SshClient | None = None,
         raise HealthInputError(f"cannot collect {host.name}: {res.stderr.strip()[-200:]}",
                                hint="check `provision health` on it first")
     manifest = capture(parse_sections(res.stdout), profile=host.profile.name, host=host.name)
+    if not manifest.gpus:
+        raise HealthInputError(
+            f"{host.name} shows no GPU (nvidia-smi and topo -m list none): nothing was written",
+            hint=f"check it with `provision health {host.name}`; capture a host whose GPUs answer")
     path = output or manifest_path(site.path.parent, host.profile.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yml.tmp")

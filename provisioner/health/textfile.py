@@ -5,32 +5,29 @@ from __future__ import annotations
 import shlex
 
 from provisioner.health.model import HostReport, Severity, Status
+from provisioner.safetext import prom_label
 
 TEXTFILE_NAME = "provisioner_health.prom"
 _SEVERITY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def render_textfile(report: HostReport, finished_at: float) -> str:
     """Prometheus text exposition of one host's report."""
-    h = _label(report.host)
+    h = prom_label(report.host)
     lines = [
         "# HELP node_health_check 1 when the provisioner health check passed or does not apply.",
         "# TYPE node_health_check gauge",
     ]
     for r in report.results:
         ok = 1 if r.status in (Status.PASS, Status.NOT_APPLICABLE) else 0
-        lines.append(f'node_health_check{{check="{_label(r.id)}",host="{h}",status="{r.status.value}"}} {ok}')
+        lines.append(f'node_health_check{{check="{prom_label(r.id)}",host="{h}",status="{r.status.value}"}} {ok}')
     lines += [
         "# HELP node_health_check_severity Severity of the check's finding: 0 info, 1 warning, 2 critical.",
         "# TYPE node_health_check_severity gauge",
     ]
     for r in report.results:
         lines.append(
-            f'node_health_check_severity{{check="{_label(r.id)}",host="{h}"}} {_SEVERITY[r.severity]}'
+            f'node_health_check_severity{{check="{prom_label(r.id)}",host="{h}"}} {_SEVERITY[r.severity]}'
         )
     lines += [
         "# HELP node_health_verdict 1 for the host's current verdict.",

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from provisioner.health.model import HostReport, RemedyKind, Status
+from provisioner.health.model import CheckResult, HostReport, RemedyKind, Status
 
 
 class WorkItem(BaseModel):
-    """One thing to fix: the part, the check that found it, and the evidence."""
+    """One thing to fix: the part, the check that found it, and the evidence. A GPU is named
+    by PCI address, PCIe slot and module as well as by serial."""
 
     check: str
     component: str
@@ -18,6 +19,13 @@ class WorkItem(BaseModel):
     summary: str
     detail: str | None = None
     evidence: list[str] = Field(default_factory=list)
+    pci: str | None = None
+    slot: str | None = None
+    bmc_slot: str | None = None
+    serial: str | None = None
+
+
+_RANK = {k: i for i, k in enumerate(RemedyKind)}
 
 
 class WorkOrder(BaseModel):
@@ -36,22 +44,29 @@ class WorkOrder(BaseModel):
     items: list[WorkItem]
 
 
+def _items(r: CheckResult, host: str) -> list[WorkItem]:
+    """One item per failing finding (each GPU, link, test result), or the check's own."""
+    findings = [f for f in r.findings if f.failing]
+    if not findings:
+        return [WorkItem(check=r.id, component=r.remedy.part or f"host {host}", action=r.remedy.kind,
+                         summary=r.summary, detail=r.remedy.detail, evidence=r.evidence)]
+    return [WorkItem(check=r.id, component=f.part or f"host {host}", action=f.remedy,
+                     summary=f.summary, detail=f.detail, evidence=f.evidence,
+                     pci=f.gpu.pci if f.gpu else None, slot=f.gpu.slot if f.gpu else None,
+                     bmc_slot=f.gpu.bmc_slot if f.gpu else None,
+                     serial=f.gpu.serial if f.gpu else None)
+            for f in findings]
+
+
 def work_order(
     report: HostReport, *, site: str, location: str, host_serial: str | None = None,
     bmc: str | None = None, incidents_30d: int = 0,
 ) -> WorkOrder:
-    """A work order from a host's failing results (every fail/error, worst remedy first)."""
-    failing = sorted(
-        (r for r in report.results if r.status in (Status.FAIL, Status.ERROR)),
-        key=lambda r: -r.remedy.rank(),
-    )
-    items = [
-        WorkItem(
-            check=r.id, component=r.remedy.part or f"host {report.host}", action=r.remedy.kind,
-            summary=r.summary, detail=r.remedy.detail, evidence=r.evidence,
-        )
-        for r in failing
-    ]
+    """A work order from a host's failing results: one item per failing finding, the most
+    expensive remedy first (a technician's repair before a reboot that would not fix it)."""
+    failing = [r for r in report.results if r.status in (Status.FAIL, Status.ERROR)]
+    items = sorted((item for r in failing for item in _items(r, report.host)),
+                   key=lambda i: -_RANK[i.action])
     return WorkOrder(
         host=report.host, site=site, location=location, host_serial=host_serial, bmc=bmc,
         run_id=report.run_id, checked_at=report.started_at,
@@ -77,6 +92,10 @@ def render_text(wo: WorkOrder) -> str:
         lines.append("No failing check in the last run: nothing to repair.")
     for i, item in enumerate(wo.items, 1):
         lines.append(f"{i}. [{item.action.value}] {item.component}")
+        if item.pci:
+            where = [f"PCI {item.pci}"] + ([f"PCIe slot {item.slot}"] if item.slot else []) + (
+                [f"BMC {item.bmc_slot}"] if item.bmc_slot else [])
+            lines.append(f"   where: {', '.join(where)}")
         lines.append(f"   check {item.check}: {item.summary}")
         if item.detail:
             lines.append(f"   what to do: {item.detail}")

@@ -3,7 +3,14 @@
 Seen layouts: tab-separated (nvidia-smi's own output, sometimes with an ANSI underline on the
 header), space-aligned (copied from a terminal), NIC columns named ``NIC0``.. with a "NIC Legend"
 block (drivers 470+) or named by device (``mlx5_0``, older drivers), a trailing "GPU NUMA ID"
-column (535+), empty CPU-affinity cells, NIC rows shorter than the header.
+column (535+), empty CPU-affinity cells, NIC rows shorter than the header, any number of NIC
+columns (NIC0..NIC17 and beyond on B200/GB200 hosts with storage and front-end NICs).
+
+Affinity cells: a CPU list ("0-47,96-143", "0,2,4,6", "48-63") and NUMA nodes as one node, a
+range or a list ("1", "6-7", "0,1": a GPU whose PCIe root spans nodes, or NPS/SNC settings), or
+"N/A"; Grace hosts (GH200/GB200) also fill "GPU NUMA ID" (the GPU's own memory node). nvidia-smi
+pads tab-separated rows with empty cells, so the values are matched to the affinity headers from
+the right (an empty CPU Affinity cell is the one that goes missing).
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _GPU_LABEL = re.compile(r"^GPU[0-9]+$")
 _LEGEND = re.compile(r"^\s*(NIC[0-9]+):\s*(\S+)\s*$")
 _NIC_ROW = re.compile(r"^(NIC[0-9]+|mlx[0-9]+_[0-9]+|mlx5_\w+|ib\w+)$")
-_RELATION = re.compile(r"^(X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
+_RELATION = re.compile(r"^(X|NV[0-9]{1,4}|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
+_NODES = re.compile(r"^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$")
+MAX_CPUS = 65536  # a CPU or node list naming more is not one (hostile input)
 
 # Closest first. SOC is the pre-2017 spelling of SYS.
 RELATION_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4, "SOC": 4}
@@ -33,7 +42,8 @@ class TopoMatrix:
     nic_devices: dict[str, str]  # column label -> RDMA device ("NIC0" -> "mlx5_0")
     relation: dict[tuple[str, str], str] = field(default_factory=dict)
     cpu_affinity: dict[str, str | None] = field(default_factory=dict)
-    numa_affinity: dict[str, int | None] = field(default_factory=dict)
+    numa_affinity: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
+    gpu_numa_id: dict[str, tuple[int, ...] | None] = field(default_factory=dict)  # Grace hosts
 
     def nvlinks(self, a: str, b: str) -> int:
         """Bonded NVLinks between two GPUs ("NV18" -> 18; 0 when they talk over PCIe)."""
@@ -70,18 +80,33 @@ def _header(line: str, tabbed: bool) -> list[str]:
     return [c for c in cells if c]
 
 
-def _affinity(extra: list[str], tabbed: bool, header: list[str]) -> tuple[str | None, int | None]:
-    """CPU and NUMA affinity from the cells after the relation columns."""
-    if tabbed:
-        named = dict(zip([h for h in header if h in _AFFINITY_COLUMNS], extra, strict=False))
-        cpu, numa = named.get("CPU Affinity") or None, named.get("NUMA Affinity")
-    else:
-        vals = [c for c in extra if c]
-        cpu = next((v for v in vals if re.fullmatch(r"[0-9,\-]+", v) and ("-" in v or "," in v)), None)
-        rest = [v for v in vals if v != cpu]
-        numa = rest[0] if rest else None
-    n = int(numa) if numa is not None and numa.isdigit() else None
-    return cpu, n
+def parse_list(cell: str | None) -> tuple[int, ...] | None:
+    """ "6-7" -> (6, 7), "0,2-3" -> (0, 2, 3), "1" -> (1,); None for N/A, empty or malformed."""
+    if cell is None or not _NODES.match(cell.strip()):
+        return None
+    out: set[int] = set()
+    for part in cell.strip().split(","):
+        lo, _, hi = part.partition("-")
+        first, last = int(lo), int(hi or lo)
+        if last < first or last - first > MAX_CPUS or len(out) > MAX_CPUS:
+            return None
+        out.update(range(first, last + 1))
+    return tuple(sorted(out))
+
+
+def _affinity(extra: list[str], header: list[str]) -> tuple[str | None, tuple[int, ...] | None,
+                                                          tuple[int, ...] | None]:
+    """CPU affinity, NUMA affinity and GPU NUMA ID from the cells after the relation columns,
+    matched to the affinity headers from the right (padding cells dropped)."""
+    names = [h for h in header if h in _AFFINITY_COLUMNS]
+    values = [c.strip() for c in extra if c.strip()]
+    if len(values) > len(names):
+        values = values[len(values) - len(names):]
+    named = dict(zip(names[len(names) - len(values):], values, strict=True))
+    cpu = named.get("CPU Affinity")
+    if cpu is not None and parse_list(cpu) is None:
+        cpu = None  # "N/A", or not a CPU list at all
+    return cpu, parse_list(named.get("NUMA Affinity")), parse_list(named.get("GPU NUMA ID"))
 
 
 def parse_topo(text: str) -> TopoMatrix:
@@ -116,5 +141,6 @@ def parse_topo(text: str) -> TopoMatrix:
                 topo.relation[(row, col)] = rel
         if row in gpus:
             extra = values[len(columns):]
-            topo.cpu_affinity[row], topo.numa_affinity[row] = _affinity(extra, tabbed, header)
+            cpu, numa, gpu_numa = _affinity(extra, header)
+            topo.cpu_affinity[row], topo.numa_affinity[row], topo.gpu_numa_id[row] = cpu, numa, gpu_numa
     return topo

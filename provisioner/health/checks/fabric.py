@@ -6,7 +6,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.health.checks.base import Context, missing_tool, not_applicable, result
+from provisioner.health.checks.base import (
+    Context,
+    finding,
+    from_findings,
+    missing_tool,
+    not_applicable,
+    result,
+)
 from provisioner.health.errors import ParseError
 from provisioner.health.ib import (
     IB_ERROR_COUNTERS,
@@ -136,28 +143,28 @@ def _links_observed(targets: list[PciDevice], found: _LinkFindings) -> dict[str,
 
 def _links_verdict(cid: str, ctx: Context, targets: list[PciDevice], found: _LinkFindings,
                    dmesg: list[BandwidthWarning]) -> CheckResult:
-    """FAIL on a degraded link, WARN on a link the kernel saw narrow at boot, else PASS."""
+    """One finding per degraded link (FAIL, repair, naming the GPU/HCA below it and the port),
+    one per link the kernel saw narrow at boot (WARN); PASS when there is none."""
     observed, threshold = _links_observed(targets, found), _links_threshold()
-    bad = found.bad
-    if bad:
-        parts = sorted({_part(ctx, dev) + (f" via {f.addr}" if f.addr != dev.addr else "")
-                        for f, dev in bad})
-        return result(
-            cid, Status.FAIL, f"{len(bad)} degraded PCIe link(s)", observed=observed,
-            threshold=threshold, remedy=RemedyKind.REPAIR, part="; ".join(parts),
+    findings = []
+    for f, dev in found.bad:
+        where = f" via {f.addr}" if f.addr != dev.addr else ""
+        gpu = ctx.gpu_ref(dev.addr) if dev.is_gpu else None
+        findings.append(finding(
+            Status.FAIL, f"{_part(ctx, dev)}{where}: {f.what} {f.current:g} < {f.expected:g}",
+            remedy=RemedyKind.REPAIR, gpu=gpu, part=_part(ctx, dev) + where,
+            headline="{n} degraded PCIe link(s)",
             detail="reseat the card/riser or cable; replace if the link stays degraded",
-            evidence=[ln for f, _ in bad for ln in f.device.lines[:1]]
-            + [f"{f.addr}: {f.what} {f.current:g} < {f.expected:g}" for f, _ in bad],
-        )
-    if dmesg:
-        return result(
-            cid, Status.WARN, f"kernel reported {len(dmesg)} narrow link(s) at boot (now full)",
-            observed=observed, threshold=threshold, evidence=[w.line for w in dmesg],
-        )
+            evidence=[*f.device.lines[:1], f"{f.addr}: {f.what} {f.current:g} < {f.expected:g}"]))
+    if not findings:
+        findings = [finding(Status.WARN, f"kernel reported {w.device} narrow at boot (x{w.width} "
+                            f"of x{w.capable_width}; now full)", part=w.device, evidence=[w.line],
+                            headline="kernel reported {n} narrow link(s) at boot (now full)")
+                    for w in dmesg]
     idle = found.idle_slow
     note = f"; {len(idle)} idle GPU link(s) downclocked (not judged)" if idle else ""
-    return result(cid, Status.PASS, f"{len(targets)} GPU/HCA links at full width{note}",
-                  observed=observed, threshold=threshold)
+    return from_findings(cid, findings, f"{len(targets)} GPU/HCA links at full width{note}",
+                         observed=observed, threshold=threshold)
 
 
 def check_pcie_links(ctx: Context) -> CheckResult:
@@ -203,16 +210,16 @@ def check_pcie_acs(ctx: Context) -> CheckResult:
     unread = [p for p in ports.values() if p.acs_ctl is None]
     enabled = {a: p.acs_enabled for a, p in ports.items() if p.acs_enabled}
     observed = {"switch_ports": len(ports), "acs_enabled": enabled}
-    if enabled:
-        return result(
-            cid, Status.FAIL, f"ACS enabled on {len(enabled)} switch port(s) under GPUs/HCAs",
-            observed=observed, threshold={"ACSCtl": "all '-'"}, remedy=RemedyKind.REBOOT,
-            detail="the image disables ACS at boot (setpci); reboot, re-image if it persists",
-            evidence=[f"{a}: {', '.join(v)}+" for a, v in enabled.items()],
-        )
     if len(unread) == len(ports):
         return result(cid, Status.ERROR, "ACSCtl not readable (lspci needs root)", observed=observed)
-    return result(cid, Status.PASS, f"ACS off on {len(ports)} switch port(s)", observed=observed)
+    findings = [finding(Status.FAIL, f"ACS on at switch port {a}: {', '.join(v)}+",
+                        remedy=RemedyKind.REBOOT, part=f"PCIe switch port {a}",
+                        headline="ACS enabled on {n} switch port(s) under GPUs/HCAs",
+                        detail="the image disables ACS at boot (setpci); reboot, re-image if it "
+                        "persists", evidence=[f"{a}: {', '.join(v)}+"])
+                for a, v in enabled.items()]
+    return from_findings(cid, findings, f"ACS off on {len(ports)} switch port(s)",
+                         observed=observed, threshold={"ACSCtl": "all '-'"})
 
 
 def _ib_ports(ctx: Context, cid: str) -> list[IbPort] | CheckResult:
@@ -262,18 +269,27 @@ def check_ib_ports(ctx: Context) -> CheckResult:
                 "good": sorted((p.name for p in good), key=_natural),
                 "bad": {p.name: f"{p.state}/{p.physical_state} {p.rate}G" for p in bad}}
     threshold = {"ports": want, "rate_gbps": rate, "link_layer": ctx.expect.settings.fabric_link_layer}
-    if len(good) < want or bad:
-        parts = [f"HCA {p.name} port GUID {p.port_guid or '?'} ({p.ca_type})" for p in bad]
-        missing = max(0, want - len(fabric))
-        if missing:
-            parts.append(f"{missing} fabric port(s) not seen at all")
-        return result(
-            cid, Status.FAIL, f"{len(good)} of {want} fabric ports Active at {rate}G",
-            observed=observed, threshold=threshold, remedy=RemedyKind.REPAIR, part="; ".join(parts),
-            detail="check the cable and transceiver at both ends, then the switch port",
-            evidence=[f"{p.name}: State {p.state}, Physical state {p.physical_state}, Rate {p.rate}"
-                      for p in bad],
-        )
+    findings = [finding(Status.FAIL, f"HCA {p.name} port GUID {p.port_guid or '?'} ({p.ca_type}): "
+                        f"{p.state}/{p.physical_state} at {p.rate}G", remedy=RemedyKind.REPAIR,
+                        part=f"HCA {p.name} port GUID {p.port_guid or '?'} ({p.ca_type})",
+                        headline=f"{{n}} fabric port(s) not Active at {rate}G",
+                        detail="check the cable and transceiver at both ends, then the switch port",
+                        evidence=[f"{p.name}: State {p.state}, Physical state {p.physical_state}, "
+                                  f"Rate {p.rate}"])
+                for p in sorted(bad, key=lambda p: _natural(p.name))]
+    missing = max(0, want - len(fabric))
+    if missing:
+        findings.append(finding(Status.FAIL, f"{missing} fabric port(s) not seen at all "
+                                f"({len(fabric)} of {want})", remedy=RemedyKind.REPAIR,
+                                part=f"{missing} fabric port(s) not seen at all",
+                                detail="an HCA is missing from ibstat: check it is on the PCIe bus"))
+    elif len(good) < want and not bad:
+        findings.append(finding(Status.FAIL, f"{len(good)} of {want} fabric ports Active at {rate}G",
+                                remedy=RemedyKind.REPAIR))
+    if findings:
+        res = from_findings(cid, findings, "", observed=observed, threshold=threshold)
+        return res.model_copy(update={
+            "summary": f"{len(good)} of {want} fabric ports Active at {rate}G: {res.summary}"})
     sec = ctx.section("ibstat")
     if sec is not None and not sec.ok:
         # ibstat stops at the first HCA it cannot stat (ibpanic, exit 255): the ports after it
@@ -298,15 +314,20 @@ def check_ib_counters(ctx: Context) -> CheckResult:
     if not rising:
         return result(cid, Status.PASS, "error counters steady", observed=observed,
                       threshold={"rise": 0})
-    fatal = {p for p, c in rising.items() if any(IB_ERROR_COUNTERS.get(n) for n in c)}
-    evidence = [f"{p} {n} +{d}" for p, c in rising.items() for n, d in c.items()]
-    if fatal:
-        return result(cid, Status.FAIL, f"link errors rising on {', '.join(sorted(fatal))}",
-                      observed=observed, threshold={"rise": 0}, remedy=RemedyKind.REPAIR,
-                      part="; ".join(f"HCA {p} cable/transceiver" for p in sorted(fatal)),
-                      evidence=evidence)
-    return result(cid, Status.WARN, f"error counters rising on {', '.join(sorted(rising))}",
-                  observed=observed, threshold={"rise": 0}, evidence=evidence)
+    findings = []
+    for port, counters in sorted(rising.items(), key=lambda kv: _natural(kv[0])):
+        evidence = [f"{port} {n} +{d}" for n, d in counters.items()]
+        if any(IB_ERROR_COUNTERS.get(n) for n in counters):
+            findings.append(finding(Status.FAIL, f"link errors rising on {port}: "
+                                    + ", ".join(f"{n} +{d}" for n, d in counters.items()),
+                                    remedy=RemedyKind.REPAIR, part=f"HCA {port} cable/transceiver",
+                                    headline="link errors rising on {n} port(s)", evidence=evidence))
+        else:
+            findings.append(finding(Status.WARN, f"error counters rising on {port}",
+                                    part=f"HCA {port}", evidence=evidence,
+                                    headline="error counters rising on {n} port(s)"))
+    return from_findings(cid, findings, "error counters steady", observed=observed,
+                         threshold={"rise": 0})
 
 
 def _allowed(expected: Any) -> list[str]:

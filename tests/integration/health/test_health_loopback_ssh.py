@@ -6,7 +6,6 @@ serves the textfile the run wrote."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -21,15 +20,13 @@ from typer.testing import CliRunner
 from provisioner.cli.main import app
 from provisioner.exceptions import ExitCode
 from provisioner.state import NodeState, StateStore
+from tests.support import machine
 
 SSHD = Path("/usr/sbin/sshd")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not SSHD.exists() or shutil.which("ssh") is None,
-    reason="needs root, openssh-server (/usr/sbin/sshd) and the ssh client (scripts/deps/60-health.list)",
-)
+pytestmark = machine.needs("root")
 
 GPU_CHECKS = ("gpu.count", "gpu.ecc", "gpu.row_remap", "gpu.xid", "nvswitch.sxid", "gpu.nvlink",
               "gpu.throttle", "gpu.gpudirect", "docker.gpu", "pcie.links", "pcie.acs", "ib.ports",
@@ -57,6 +54,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    machine.require_tools([str(SSHD), "ssh", "ssh-keygen"], "scripts/deps/60-health.list")
     d = tmp_path_factory.mktemp("sshd")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "client_key")], check=True)
@@ -162,8 +160,8 @@ def test_gpu_less_host_reports_not_applicable_and_becomes_golden(env: dict[str, 
 
 
 def test_textfile_is_served_by_node_exporter(env: dict[str, Path]) -> None:
-    if NODE_EXPORTER is None:
-        pytest.skip("prometheus-node-exporter not installed (scripts/deps/60-health.list)")
+    assert NODE_EXPORTER is not None, ("prometheus-node-exporter not installed: ./scripts/"
+                                       "install-deps installs it (scripts/deps/60-health.list)")
     res = runner.invoke(app, ["health", "--site", str(env["site"]), "--any-state", "node01"])
     assert res.exit_code == 0, res.output
     prom = env["textfile"] / "provisioner_health.prom"
@@ -255,24 +253,28 @@ def test_hosts_not_yet_deployed_are_skipped(env: dict[str, Path]) -> None:
     assert StateStore.for_site("healthlab").health_history("node01") == []
 
 
-def test_topology_captured_from_a_golden_host_then_checked(env: dict[str, Path]) -> None:
+def test_topology_capture_refuses_gpu_less_hosts_and_manifests_keep_ansible_working(
+        env: dict[str, Path]) -> None:
     site = str(env["site"])
     res = runner.invoke(app, ["health", "--site", site, "node01", "--capture-topology", "--json"])
-    assert res.exit_code == 0, res.output
-    path = Path(json.loads(res.stdout)["path"])
-    assert path == env["site"] / "topology" / "vm.yml" and path.exists()
-    res = runner.invoke(app, ["health", "--site", site, "--any-state", "--json", "node01"])
-    assert res.exit_code == 0, res.output
-    topo = {c["id"]: c for c in _docs(res.stdout)["node01"]["checks"]}["host.topology"]
-    assert topo["status"] == "pass", topo
-    # The profile now says the host has a GPU in slot 0: this machine has none.
-    path.write_text(path.read_text() + "gpus:\n- index: 0\n  model: NVIDIA H100 80GB HBM3\n"
-                    if "gpus:" not in path.read_text() else path.read_text().replace(
-                        "gpus: []", "gpus:\n- index: 0\n  model: NVIDIA H100 80GB HBM3"))
+    assert res.exit_code == ExitCode.BAD_INPUT and "has no GPUs" in res.output, res.output
+    # node02's profile has 8 GPUs; this machine shows none: said, and nothing written.
+    res = runner.invoke(app, ["health", "--site", site, "node02", "--capture-topology"])
+    assert res.exit_code == ExitCode.BAD_INPUT and "shows no GPU" in res.output, res.output
+    assert not (env["site"] / ".provisioner").exists() and not (env["site"] / "topology").exists()
+    # A manifest (as a GPU host's capture writes it) where the capture puts it: the vm profile
+    # now says the host has a GPU in slot 0, which this machine has not.
+    path = env["site"] / ".provisioner" / "topology" / "vm.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text("profile: vm\ncaptured_from: node09\ngpus:\n- index: 0\n"
+                    "  model: NVIDIA H100 80GB HBM3\n")
     res = runner.invoke(app, ["health", "--site", site, "--any-state", "--json", "node01"])
     assert res.exit_code == int(ExitCode.PARTIAL_FAILURE), res.output
     topo = {c["id"]: c for c in _docs(res.stdout)["node01"]["checks"]}["host.topology"]
     assert topo["status"] == "fail" and topo["remedy"]["kind"] == "repair"
     assert topo["evidence"][0].startswith("gpu.missing: GPU0: expected NVIDIA H100 80GB HBM3")
+    # Ansible still reads the site (ansible-inventory, as `provision rack` runs it).
+    res = runner.invoke(app, ["inventory", "check", site])
+    assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["health", "--site", site, "node01", "node02", "--capture-topology"])
     assert res.exit_code != 0 and "one golden host" in res.output

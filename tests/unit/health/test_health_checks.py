@@ -100,7 +100,10 @@ def test_bad_gpu_is_named_with_serial_and_the_right_remedies():
     assert remap.status is Status.FAIL and remap.remedy.kind is RemedyKind.REPAIR and remap.remedy.part == bad
     xid = res["gpu.xid"]
     assert xid.status is Status.FAIL and xid.remedy.kind is RemedyKind.REPAIR
-    assert xid.remedy.part == bad and "64" in xid.summary and "Row Remapper" in xid.evidence[0]
+    assert xid.remedy.part == bad and "64" in xid.summary and "Row Remapper" in xid.evidence[1]
+    # The other GPU's application Xid is its own finding, after the repair.
+    assert [(f.remedy, f.status) for f in xid.findings] == [
+        (RemedyKind.REPAIR, Status.FAIL), (RemedyKind.NONE, Status.WARN)]
     sxid = res["nvswitch.sxid"]
     assert sxid.status is Status.FAIL and sxid.remedy.kind is RemedyKind.REBOOT
     links = res["pcie.links"]
@@ -231,7 +234,8 @@ def test_dcgm_diag_deep():
     res = run(secs(dcgm_diag=(226, fx("dcgmi-diag-r2.one-fail.json"))), deep=True)
     r = res["gpu.dcgm_diag"]
     assert r.status is Status.FAIL and r.remedy.kind is RemedyKind.REPAIR
-    assert r.evidence == ["PCIe: GPU 1 GPU 1 host-to-device bandwidth 3.9 GB/s is below 19.0 GB/s"]
+    assert r.evidence[0] == ("dcgmi diag PCIe failed on GPU 1: GPU 1 host-to-device bandwidth "
+                             "3.9 GB/s is below 19.0 GB/s")
     assert "gpu.dcgm_diag" not in run(secs())
 
 
