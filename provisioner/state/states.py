@@ -29,12 +29,19 @@ TRANSITIONS: dict[NodeState, frozenset[NodeState]] = {
     S.DEPLOYED: frozenset({S.DEPLOYING, S.CONFIGURED, S.FAILED, S.MAINTENANCE}),
     S.CONFIGURED: frozenset({S.DEPLOYING, S.CONFIGURED, S.VALIDATED, S.FAILED, S.MAINTENANCE}),
     S.VALIDATED: frozenset({S.DEPLOYING, S.CONFIGURED, S.VALIDATED, S.FAILED, S.MAINTENANCE}),
-    S.FAILED: frozenset({S.DISCOVERED, S.DEPLOYING, S.FAILED, S.VALIDATED, S.MAINTENANCE}),
+    # configured: site.yml applied on a retry of a host whose configure step had failed
+    S.FAILED: frozenset({S.DISCOVERED, S.DEPLOYING, S.CONFIGURED, S.FAILED, S.VALIDATED,
+                         S.MAINTENANCE}),
     S.MAINTENANCE: frozenset({S.ENROLLED, S.DISCOVERED, S.MAINTENANCE}),
 }
 
 # States in which `provision rack` has nothing left to do for a host.
 DONE_STATES = frozenset({S.DEPLOYED, S.CONFIGURED, S.VALIDATED})
+# States of a host not (yet) installed: a failed discovery marks it failed; a later state
+# keeps its state (a deployed host whose BMC is slow today is not a host to reinstall).
+FAILABLE = frozenset({S.ENROLLED, S.DISCOVERED, S.FAILED})
+# States in which a host is in use: a reset would interrupt what runs on it.
+SERVING = frozenset({S.DEPLOYING, S.DEPLOYED, S.CONFIGURED, S.VALIDATED})
 
 
 def allowed(src: NodeState, dst: NodeState) -> bool:
