@@ -1,13 +1,14 @@
-"""Reading a host's firmware components over Redfish (UpdateService.FirmwareInventory)."""
+"""A host's installed firmware components as its BMC lists them (a FirmwareInventory member,
+parsed). Reading them is the firmware-update capability's."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from provisioner.bmc import redfish_parse as rp
-from provisioner.bmc.redfish_bmc import RedfishBMC
-from provisioner.redfish.errors import BMCUnsupported
+from provisioner.bmc.firmware_kinds import Kind, classify, owner, related
 
 # What BMCs print as the version of a component that is not installed: Supermicro's backup
 # images ("Not Present"), XCC's empty pending slot ("-*"), empty slots.
@@ -28,35 +29,44 @@ class FirmwareComponent:
     version: str
     updateable: bool | None = None
     path: str = ""
+    kind: Kind = Kind.DEVICE  # its place in the update order
+    kind_from: str = ""  # what said so (RelatedItem, a vendor's marker, its name)
+    related: tuple[str, ...] = ()  # RelatedItem links
 
 
-def read_components(bmc: RedfishBMC) -> list[FirmwareComponent]:
-    """Every installed component the BMC lists; raises when it publishes no inventory."""
-    update = bmc.client.service("UpdateService")
-    inventory = rp.odata_id(bmc.client.get(update).get("FirmwareInventory")) if update else None
-    if not inventory:
-        raise BMCUnsupported("the BMC publishes no UpdateService.FirmwareInventory: firmware "
-                             "versions cannot be read over Redfish", bmc=bmc.name, path="/redfish/v1")
-    out = []
-    for item in bmc.client.members(inventory):
-        component = parse_component(item)
-        if component is not None:
-            out.append(component)
-    return out
-
-
-def parse_component(item: dict[str, Any]) -> FirmwareComponent | None:
+def parse_component(item: dict[str, Any], vendor: str = "generic") -> FirmwareComponent | None:
     """A FirmwareInventory member; None for one without a version, or one that is not what
-    runs (Dell lists the image it would roll back to as ``Previous-...``)."""
+    runs (Dell lists the image it would roll back to as ``Previous-...``). ``vendor`` (the
+    BMC's) decides the markers read where Redfish says nothing of the kind."""
     version = item.get("Version")
     ident = str(item.get("Id") or "")
     if not isinstance(version, str) or _absent(version) or ident.startswith("Previous"):
         return None
     updateable = item.get("Updateable")
+    kind = classify(item, vendor)
     return FirmwareComponent(
         id=ident,
         name=str(item.get("Name") or ident),
         version=version.strip(),
         updateable=updateable if isinstance(updateable, bool) else None,
         path=rp.odata_id(item) or "",
+        kind=kind.kind,
+        kind_from=kind.why,
+        related=related(item),
     )
+
+
+def scoped(have: Sequence[FirmwareComponent], system: str, systems: Sequence[str]
+           ) -> tuple[list[FirmwareComponent], list[FirmwareComponent]]:
+    """The components of this host's system, and those every node on its BMC shares; the
+    other nodes' components are neither (a BMC serving one host shares nothing)."""
+    if len(systems) < 2:
+        return list(have), []
+    own, shared = [], []
+    for c in have:
+        belongs = owner(c.id, c.name, c.related, systems)
+        if belongs == system:
+            own.append(c)
+        elif belongs is None:
+            shared.append(c)
+    return own, shared

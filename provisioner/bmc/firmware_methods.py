@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from provisioner.bmc import redfish_parse as rp
+from provisioner.redfish.errors import BMCUnsupported
 
 
 class Method(StrEnum):
@@ -156,6 +157,15 @@ class NoUpdateMethod(ValueError):
     """No way the service offers can take this image; the message says why, per way."""
 
 
+class NoUpdateWay(BMCUnsupported):
+    """A BMC's update service cannot take an image; ``why`` says why, per way."""
+
+    def __init__(self, why: str, *, bmc: str, path: str, hint: str) -> None:
+        super().__init__(f"the UpdateService cannot take this image: {why}", bmc=bmc,
+                         path=path, hint=hint)
+        self.why = why
+
+
 def _allowed(target: str, allowed: tuple[str, ...]) -> bool:
     for entry in allowed:
         if entry.lstrip("/") == target.lstrip("/"):
@@ -254,3 +264,19 @@ def choose(service: UpdateService, *, image_url: str, image_size: int | None = N
     if untargeted:
         return untargeted[0]
     raise NoUpdateMethod("; ".join(dict.fromkeys(why)))
+
+
+@dataclass(frozen=True)
+class TaskLook:
+    """One look at an update task: ``running``, ``staged`` (waiting for a host reset),
+    ``completed``, ``failed``, ``vanished`` (the BMC forgot it) or ``unknown`` (the BMC did
+    not answer), and what it says of itself."""
+
+    path: str
+    state: str
+    detail: str = ""
+
+    @property
+    def ended(self) -> bool:
+        """Whether nothing more will happen to it."""
+        return self.state in ("completed", "failed", "vanished")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,15 +149,24 @@ def replace_known_hosts(path: Path, scanned: dict[str, list[str]]) -> None:
         fh.write("".join(f"{line}\n" for line in kept))
 
 
-def scan_host_key(target: KeyTarget, *, timeout_s: int = 30, attempts: int = 3) -> list[str]:
+# ssh-keyscan's deadline per attempt, and attempts: a host that accepts the connection but never
+# answers costs at most 2 x 10 s, in its own worker (hosts are pinned in parallel).
+KEYSCAN_TIMEOUT_S = 10
+KEYSCAN_ATTEMPTS = 2
+
+
+def scan_host_key(
+    target: KeyTarget, *, timeout_s: int = KEYSCAN_TIMEOUT_S, attempts: int = KEYSCAN_ATTEMPTS
+) -> list[str]:
     """The host's public keys as known_hosts lines (ssh-keyscan), or [] when it gives none.
 
     A host in its first minutes (cloud-init still running, a slow or emulated machine) can
-    miss ssh-keyscan's deadline once, although SSH just answered: hence the retries.
+    miss ssh-keyscan's deadline once, although SSH just answered: hence one retry.
     """
     argv = ["ssh-keyscan", "-T", str(timeout_s), "-p", str(target.port), target.address]
     for _ in range(attempts):
-        res = subprocess.run(argv, capture_output=True, text=True, check=False)
+        res = subprocess.run(argv, capture_output=True, text=True, check=False,
+                             stdin=subprocess.DEVNULL)  # fmt: skip
         lines = [
             line for line in res.stdout.splitlines() if line.strip() and not line.startswith("#")
         ]
@@ -165,25 +175,43 @@ def scan_host_key(target: KeyTarget, *, timeout_s: int = 30, attempts: int = 3) 
     return []
 
 
-def pin_host_keys(known_hosts: Path, targets: Sequence[KeyTarget]) -> list[str]:
-    """Record the current host keys of just-installed hosts; return one line per host without.
+def pin_host_key(known_hosts: Path, target: KeyTarget) -> str | None:
+    """Replace the host's entry in ``known_hosts`` by the keys it offers now; return why not
+    (None when pinned).
 
     A fresh install generates new host keys, so the old entry for the address is stale by
     construction. The keys are read right after the workflow reached the host over its
     provisioning network (which it already trusted to install the host), and Ansible then
     runs with strict checking against them: a host that changes keys mid-run is refused.
     """
-    scanned: dict[str, list[str]] = {}
-    missing = []
-    for target in targets:
-        lines = scan_host_key(target)
-        if lines:
-            scanned[target.known_hosts_name] = lines
-        else:
-            missing.append(f"{target.host}: ssh-keyscan {target.known_hosts_name} returned no key")
-    if scanned:
-        replace_known_hosts(known_hosts, scanned)
-    return missing
+    lines = scan_host_key(target)
+    if not lines:
+        return (
+            f"ssh-keyscan {target.known_hosts_name} gave no host key within "
+            f"{KEYSCAN_TIMEOUT_S} s ({KEYSCAN_ATTEMPTS} attempts): SSH accepts connections "
+            "but does not answer"
+        )
+    replace_known_hosts(known_hosts, {target.known_hosts_name: lines})
+    return None
+
+
+def pin_host_keys(
+    known_hosts: Path, targets: Sequence[KeyTarget], *, parallel: int = 32
+) -> list[str]:
+    """Pin every target's current keys at once; return one line per host without a key."""
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=min(parallel, len(targets))) as pool:
+        why = list(pool.map(lambda t: pin_host_key(known_hosts, t), targets))
+    return [f"{t.host}: {w}" for t, w in zip(targets, why, strict=True) if w]
+
+
+def strict_key_args(known_hosts: Path) -> list[str]:
+    """ansible-playbook arguments that check hosts against the pinned keys only."""
+    return [
+        "--ssh-extra-args",
+        f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+    ]
 
 
 def run_playbook(
@@ -194,11 +222,14 @@ def run_playbook(
     log_file: Path | None = None,
     extra_args: tuple[str, ...] = (),
     pin_keys: bool = True,
+    strict_keys: bool | None = None,
 ) -> tuple[int, dict[str, HostRecap], str]:
     """Run ``playbook`` (or several, in order) against ``hosts``; return exit code, recaps, output.
 
     With ``pin_keys`` (the hosts were just installed) their new SSH host keys replace the old
-    ones in the site's known_hosts file first, and Ansible checks against that file.
+    ones in the site's known_hosts file first (all hosts at once). With ``strict_keys`` (by
+    default when pinning) Ansible checks the hosts against that file only: a caller that
+    pinned each host as it came up passes ``pin_keys=False, strict_keys=True``.
     """
     root = repo_root()
     exe = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which(
@@ -210,12 +241,14 @@ def run_playbook(
     argv = [exe, "-i", str(site_path.parent), *(str(root / b) for b in books)]
     argv += ["--limit", ",".join(hosts)]
     notes = ""
-    if pin_keys:
+    if pin_keys or strict_keys:
         site = load_site(site_path)
         known = known_hosts_file(site)
-        missing = pin_host_keys(known, key_targets(site, hosts))
-        notes = "".join(f"host key not pinned: {m}\n" for m in missing)
-        argv += ["--ssh-extra-args", f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes"]
+        if pin_keys:
+            missing = pin_host_keys(known, key_targets(site, hosts))
+            notes = "".join(f"host key not pinned: {m}\n" for m in missing)
+        if strict_keys is not False:
+            argv += strict_key_args(known)
     argv += list(extra_args)
     env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     # Hosts seconds out of their first boot answer slowly (sudo took over Ansible's default

@@ -19,7 +19,7 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.redfish.client import host_deadline
-from provisioner.state import NodeState, StateStore
+from provisioner.state import FAILABLE, NodeState, StateStore
 from provisioner.workflow.bmc_access import check_credentials, open_bmc
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,6 @@ MAX_CONNECTIONS = 2048
 LOGOUT_GRACE_S = 15.0
 REASON_NIC = "no PXE NIC matched"
 REASON_BUG = "internal error"
-# States in which a failed discovery marks the host failed; later states keep their state
-# (a deployed host whose BMC is slow today is not a host to reinstall).
-FAILABLE = (NodeState.ENROLLED, NodeState.DISCOVERED, NodeState.FAILED)
 
 
 @dataclass(frozen=True)

@@ -1,118 +1,57 @@
 """`provision firmware update`: bring each host's firmware to its baseline, host by host in
-rolling waves, one component at a time in the order components need."""
+rolling waves, one component at a time in the order components need. Components every node
+of a blade BMC shares are updated once per BMC, before its nodes' own, and only when every
+node on it may be touched; hosts on one BMC never update at the same time. Every step is
+journalled in the host's history before it is sent, so a run killed mid-update is picked up
+by the next one instead of sending the same image again."""
 
 from __future__ import annotations
 
-import fnmatch
-import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import dataclass
 
 from provisioner.bmc.base import PowerAction, PowerState
-from provisioner.bmc.firmware_inventory import FirmwareComponent, read_components
-from provisioner.bmc.firmware_methods import NoUpdateMethod, choose
-from provisioner.bmc.firmware_update import (
-    BMC_AWAY,
-    plan_request,
-    quirks_of,
-    send_update,
-    update_service,
-    wait_task,
-    wait_untasked,
-    wait_until_back,
-)
+from provisioner.bmc.interfaces import BMC_AWAY
 from provisioner.bmc.redfish_bmc import RedfishBMC
-from provisioner.exceptions import InputError, ProvisionerError
+from provisioner.exceptions import InputError, ProvisionerError, StateError
 from provisioner.inventory import Host, Site
-from provisioner.inventory.spec import FirmwareImage, FirmwareRequirement
-from provisioner.redfish.errors import BMCVerifyFailed, RedfishError
+from provisioner.inventory.spec import FirmwareImage
+from provisioner.redfish.errors import BMCStateTimeout, BMCVerifyFailed
 from provisioner.state import StateStore
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.bulk import ActionResult, run_per_host
 from provisioner.workflow.firmware_images import ImageCache, ImageServer, serve_images
+from provisioner.workflow.firmware_journal import (
+    UpdateInProgress,
+    in_flight,
+    journal,
+    look_at_interrupted,
+)
+from provisioner.workflow.firmware_plan import (
+    AT_RESET,
+    HostPlan,
+    Order,
+    SharedGroup,
+    Step,
+    bmc_key,
+    plan_host,
+    plan_rack,
+    shared_groups,
+    version_ok,
+)
 from provisioner.workflow.selection import spare_serving
 
-
-class Order(IntEnum):
-    """The order a host's components are updated in: the BMC first (it runs the rest of the
-    update and reboots itself), then the system firmware, then devices; NIC/HCA firmware
-    last, activated by one host reset at the end."""
-
-    BMC = 0
-    BIOS = 1
-    DEVICE = 2
-    NIC = 3
+__all__ = ["HostPlan", "Order", "Step", "UpdateOptions", "plan_host", "plan_rack",
+           "plan_update", "update_rack"]
 
 
-_BMC = re.compile(r"\b(bmc|idrac|ilo|xcc|imm2?|cimc)\b|remote access controller|"
-                  r"baseboard management", re.I)
-_BIOS = re.compile(r"\bbios\b|system rom|\buefi\b", re.I)
-_NIC = re.compile(r"\bnic\b|infiniband|connectx|ethernet|network adapter|bluefield|\bhca\b",
-                  re.I)
+class Blocked(InputError):
+    """Drifting components this run could not update (no image, Updateable false, shared
+    with a node that is not in the run)."""
 
-
-def order_of(c: FirmwareComponent) -> Order:
-    """Where a component comes in a host's update sequence, from its Id and Name."""
-    text = f"{c.id} {c.name}".replace(".", " ").replace("_", " ")
-    if _BMC.search(text):
-        return Order.BMC
-    if _BIOS.search(text):
-        return Order.BIOS
-    if _NIC.search(text):
-        return Order.NIC
-    return Order.DEVICE
-
-
-@dataclass(frozen=True)
-class Step:
-    """One component to update on one host."""
-
-    component: FirmwareComponent
-    requirement: FirmwareRequirement
-    image: FirmwareImage
-
-    @property
-    def order(self) -> Order:
-        """Its place in the host's sequence."""
-        return order_of(self.component)
-
-    @property
-    def label(self) -> str:
-        """How the table names it."""
-        c = self.component
-        return c.id if c.name == c.id else f"{c.name} [{c.id}]"
-
-
-@dataclass
-class HostPlan:
-    """What one host needs, or why it cannot be planned."""
-
-    host: str
-    steps: list[Step] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)  # drifting components without an image
-    ways: dict[str, str] = field(default_factory=dict)  # step label: how its image would go
-
-
-def plan_host(host: Host, have: Sequence[FirmwareComponent]) -> HostPlan:
-    """The ordered steps that bring a host's drifting components to an allowed version."""
-    plan = HostPlan(host.name)
-    for req in host.firmware:
-        for c in matching(req, have):
-            if any(_version_ok(c.version, v) for v in req.allowed):
-                continue
-            if req.image is None:
-                plan.blocked.append(f"{c.name} [{c.id}] {c.version}: no image in the baseline")
-            else:
-                plan.steps.append(Step(c, req, req.image))
-    plan.steps.sort(key=lambda s: s.order)
-    return plan
-
-
-def _version_ok(version: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(version, pattern)
+    reason = "blocked"
 
 
 @dataclass(frozen=True)
@@ -131,41 +70,31 @@ class UpdateOptions:
         return min(self.poll_s, max(0.1, self.task_timeout_s / 20))
 
 
-def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = None,
-              opener: Callable[[Site, Host], RedfishBMC] = open_bmc
-              ) -> tuple[dict[str, HostPlan], list[ActionResult]]:
-    """Read every host's inventory once and plan it; hosts that could not be read are
-    returned as failed results."""
-    plans: dict[str, HostPlan] = {}
-
-    server = site.settings.firmware_server
-    image_url = f"{server.url if server else 'http://'}/firmware/image.bin"
-
-    def op(bmc: RedfishBMC, host: Host) -> str:
-        plan = plans[host.name] = plan_host(host, read_components(bmc))
-        if plan.steps:
-            _plan_ways(bmc, plan, image_url)
-        return f"{len(plan.steps)} steps"
-
-    results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
-    return plans, [r for r in results if not r.ok]
-
-
-def _plan_ways(bmc: RedfishBMC, plan: HostPlan, image_url: str) -> None:
-    """How each step's image would reach the BMC (read-only: the UpdateService is read)."""
-    try:
-        service = update_service(bmc)
-    except RedfishError as exc:
-        plan.ways = {s.label: f"unknown ({exc.reason})" for s in plan.steps}
-        return
-    for step in plan.steps:
+def plan_update(site: Site, hosts: Sequence[Host], store: StateStore, *,
+                opts: UpdateOptions = UpdateOptions(), max_parallel: int | None = None,
+                opener: Callable[[Site, Host], RedfishBMC] = open_bmc
+                ) -> tuple[dict[str, HostPlan], list[ActionResult]]:
+    """What :func:`update_rack` would do, read-only (GETs only): each host's plan, the steps
+    a blade's nodes share and whether they would go, an earlier run's unfinished update as
+    found on the BMC; hosts in use or unread as results."""
+    spared, eligible = [], []
+    for host in hosts:
         try:
-            req = choose(service, image_url=image_url, target=step.component.path or None,
-                         at_reset=step.order in (Order.BIOS, Order.NIC),
-                         kind=step.order.name.lower(), quirks=quirks_of(bmc))
-            plan.ways[step.label] = req.describe()
-        except NoUpdateMethod as exc:
-            plan.ways[step.label] = f"no way: {exc}"
+            spared_one, kept = spare_serving([host], store, force=opts.force,
+                                             why="a firmware update resets it")
+        except StateError:  # never enrolled: nothing holds it
+            spared_one, kept = [], [host]
+        spared += spared_one
+        eligible += kept
+
+    def look(bmc: RedfishBMC, host: Host, draft: HostPlan) -> None:
+        draft.in_flight = look_at_interrupted(bmc, store, host.name, wait=False,
+                                              timeout_s=0, poll_s=opts.poll)
+
+    plans, unread = plan_rack(site, eligible, max_parallel=max_parallel, opener=opener,
+                              before=look)
+    shared_groups(site, plans, [h.name for h in eligible])
+    return plans, [*spared, *unread]
 
 
 def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: ImageCache, *,
@@ -182,100 +111,202 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
     results, eligible = spare_serving(
         hosts, store, force=opts.force,
         why="a firmware update resets components and the host")
-    plans, unread = plan_rack(site, eligible, max_parallel=max_parallel, opener=opener)
-    results += unread
-    images: dict[str, Exception | None] = {}
-    for plan in plans.values():
-        for step in plan.steps:
-            if step.image.sha256 not in images:
-                images[step.image.sha256] = _verify(cache, step.image)
-    todo = [h for h in eligible if h.name in plans]
-    with serve_images(site.settings.firmware_server, cache) as server:
-        def op(bmc: RedfishBMC, host: Host) -> str:
-            return _update_host(bmc, plans[host.name], images, server, cache, store, opts)
 
-        results += run_per_host(site, todo, op, max_parallel=max_parallel, opener=opener)
+    def resume(bmc: RedfishBMC, host: Host, draft: HostPlan) -> None:
+        draft.in_flight = look_at_interrupted(bmc, store, host.name, wait=True,
+                                              timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+
+    plans, unread = plan_rack(site, eligible, max_parallel=max_parallel, opener=opener,
+                              before=resume)
+    results += unread
+    groups = shared_groups(site, plans, [h.name for h in eligible])
+    images: dict[str, Exception | None] = {}
+    for step in [s for p in plans.values() for s in p.steps] + \
+            [s for g in groups.values() if not g.blocked for s in g.steps]:
+        if step.image.sha256 not in images:
+            images[step.image.sha256] = _verify(cache, step.image, opts.task_timeout_s)
+    by_name = {h.name: h for h in eligible if h.name in plans}
+    with serve_images(site.settings.firmware_server, cache) as server:
+        run = _Run(site, store, cache, server, images, opts, max_parallel, opener)
+        failed_groups = run.shared(groups, by_name)
+        for host in list(by_name):
+            if host in failed_groups:
+                results.append(failed_groups[host])
+                del by_name[host]
+        results += run.own(plans, list(by_name.values()))
     for res in results:
         if not res.ok:
-            store.record_event(res.host, "firmware",
-                               f"firmware update failed ({res.reason}): {res.error}")
+            # A task still running at our deadline is left open: the next run looks at it
+            # before sending anything.
+            phase = "sent" if res.reason in (BMCStateTimeout.reason,
+                                             UpdateInProgress.reason) else "failed"
+            journal(store, res.host, phase,
+                    f"firmware update failed ({res.reason}): {res.error}",
+                    **_open_step(store, res.host) if phase == "sent" else {})
     order = {h.name: i for i, h in enumerate(hosts)}
     return sorted(results, key=lambda r: order[r.host])
 
 
-def _verify(cache: ImageCache, image: FirmwareImage) -> Exception | None:
+def _open_step(store: StateStore, host: str) -> dict[str, object]:
+    flight = in_flight(store, host)
+    if flight is None:
+        return {}
+    return {"label": flight.label, "component": flight.component, "task": flight.task}
+
+
+def _verify(cache: ImageCache, image: FirmwareImage, deadline_s: float) -> Exception | None:
     try:
-        cache.fetch(image)
+        cache.fetch(image, deadline_s=deadline_s)
     except ProvisionerError as exc:
         return exc
     return None
 
 
-def _update_host(bmc: RedfishBMC, plan: HostPlan, images: dict[str, Exception | None],
-                 server: ImageServer, cache: ImageCache, store: StateStore,
-                 opts: UpdateOptions) -> str:
-    if plan.blocked and not plan.steps:
-        raise InputError("; ".join(plan.blocked),
-                         hint="add `image: {url, sha256}` to those baseline entries")
-    for step in plan.steps:
-        error = images[step.image.sha256]
-        if error is not None:
-            raise error  # the image's own error says what to fix; nothing was sent
-    if not plan.steps:
-        return "nothing to update"
-    service = update_service(bmc)
-    needs_reset = False
-    staged: list[str] = []  # tasks of OnReset updates: they end after the host reset
-    for step in plan.steps:
-        at_reset = step.order in (Order.BIOS, Order.NIC)
-        image_url, image = server.url_of(step.image), cache.path_of(step.image)
-        req = plan_request(bmc, service, image_url=image_url, image_size=image.stat().st_size,
-                           target=step.component.path or None, at_reset=at_reset,
-                           kind=step.order.name.lower())
-        task = send_update(bmc, service, req, image_url=image_url, image=image,
-                           timeout_s=opts.task_timeout_s)
-        store.record_event(plan.host, "firmware", f"{step.label}: sent by {req.describe()}")
-        if task is None:
-            wait_untasked(bmc, service, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
-        elif wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
-                       until_staged=req.apply_time == "OnReset") == "staged":
-            staged.append(task)
-            needs_reset = True
-            continue
-        if step.order is Order.BMC:
-            wait_until_back(bmc, timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
-        # BIOS and NIC images usually run only after a host reset: look once; the BMC and
-        # other devices switch by themselves (the BMC by rebooting): give them the time.
-        settle = 0.0 if step.order in (Order.BIOS, Order.NIC) else opts.bmc_back_timeout_s
-        now = _await_version(bmc, step, settle, opts.poll)
-        if _all_allowed(step, now):
-            store.record_event(plan.host, "firmware", f"{step.label}: {step.component.version}"
-                               f" -> {', '.join(sorted(set(now)))}")
-        elif step.order in (Order.BIOS, Order.NIC):
-            needs_reset = True
-        else:
-            raise _not_applied(bmc, step, now)
-    if needs_reset:
-        _reset_host(bmc, opts)
-        for task in staged:
-            wait_task(bmc, task, timeout_s=opts.task_timeout_s, poll_s=opts.poll)
+def _rounds(hosts: Sequence[Host]) -> list[list[Host]]:
+    """Hosts in rounds such that no two on one BMC (a blade's nodes) are in one round."""
+    rounds: list[list[Host]] = []
+    seen: dict[str, int] = {}
+    for host in hosts:
+        n = seen.get(bmc_key(host), 0)
+        seen[bmc_key(host)] = n + 1
+        while len(rounds) <= n:
+            rounds.append([])
+        rounds[n].append(host)
+    return rounds
+
+
+@dataclass
+class _Run:
+    """One `firmware update` run: what every host's steps need."""
+
+    site: Site
+    store: StateStore
+    cache: ImageCache
+    server: ImageServer
+    images: dict[str, Exception | None]
+    opts: UpdateOptions
+    max_parallel: int | None
+    opener: Callable[[Site, Host], RedfishBMC]
+
+    def shared(self, groups: dict[str, SharedGroup], hosts: dict[str, Host]
+               ) -> dict[str, ActionResult]:
+        """The components each blade BMC's nodes share, once per BMC by its first node;
+        every node's history records them. Returns the failed nodes' results."""
+        todo = {g.leader: g for g in groups.values() if not g.blocked and g.leader in hosts}
+
+        def op(bmc: RedfishBMC, host: Host) -> str:
+            group = todo[host.name]
+            plan = HostPlan(host.name, steps=list(group.steps))
+            return self.steps(bmc, plan, group.members)
+
+        out: dict[str, ActionResult] = {}
+        for res in run_per_host(self.site, [hosts[n] for n in todo], op,
+                                max_parallel=self.max_parallel, opener=self.opener):
+            for member in todo[res.host].members:
+                if not res.ok:
+                    out[member] = ActionResult(
+                        member, reason=res.reason, warnings=res.warnings,
+                        error=f"the components shared on BMC {todo[res.host].key} "
+                        f"(updated through {res.host}) failed, so nothing of this host's own "
+                        f"was sent: {res.error}")
+        return out
+
+    def own(self, plans: dict[str, HostPlan], hosts: list[Host]) -> list[ActionResult]:
+        """Each host's own components, never two hosts of one BMC at once."""
+        results: list[ActionResult] = []
+
+        def op(bmc: RedfishBMC, host: Host) -> str:
+            return self.steps(bmc, plans[host.name], [host.name])
+
+        for batch in _rounds(hosts):
+            results += run_per_host(self.site, batch, op, max_parallel=self.max_parallel,
+                                    opener=self.opener)
+        return results
+
+    def steps(self, bmc: RedfishBMC, plan: HostPlan, record_on: Sequence[str]) -> str:
+        """Send ``plan``'s steps through ``bmc``, one at a time, journalled on the hosts in
+        ``record_on`` (every node of a blade for what they share)."""
+        def note(phase: str, message: str, **data: object) -> None:
+            for host in record_on:
+                journal(self.store, host, phase, message, **data)
+
+        if plan.blocked and not plan.steps:
+            raise Blocked((f"{plan.in_flight}; " if plan.in_flight else "")
+                          + "; ".join(plan.blocked),
+                          hint="add `image: {url, sha256}` to those baseline entries, or "
+                          "update those components another way")
         for step in plan.steps:
-            now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
-            if not _all_allowed(step, now):
+            error = self.images[step.image.sha256]
+            if error is not None:
+                raise error  # the image's own error says what to fix; nothing was sent
+        prefix = f"{plan.in_flight}; " if plan.in_flight else ""
+        if not plan.steps:
+            return prefix + "nothing to update"
+        opts = self.opts
+        service = bmc.firmware.update_service()
+        needs_reset = False
+        staged: list[str] = []  # tasks of OnReset updates: they end after the host reset
+        for step in plan.steps:
+            at_reset = step.order in AT_RESET
+            image_url, image = self.server.url_of(step.image), self.cache.path_of(step.image)
+            req = bmc.firmware.plan_update(service, image_url=image_url,
+                                           image_size=image.stat().st_size,
+                                           target=step.component.path or None,
+                                           at_reset=at_reset, kind=step.order.name.lower())
+            what = {"label": step.label, "component": step.component.path}
+            note("sending", f"{step.label}: sending by {req.describe()}", **what)
+            task = bmc.firmware.send_update(service, req, image_url=image_url, image=image,
+                                            timeout_s=opts.task_timeout_s)
+            note("sent", f"{step.label}: sent by {req.describe()}", task=task, **what)
+            if task is None:
+                bmc.firmware.wait_untasked_update(service, timeout_s=opts.task_timeout_s,
+                                                  poll_s=opts.poll)
+            elif bmc.firmware.wait_update_task(
+                    task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
+                    until_staged=req.apply_time == "OnReset") == "staged":
+                staged.append(task)
+                needs_reset = True
+                continue
+            if step.order is Order.BMC:
+                bmc.firmware.wait_bmc_back(timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
+            # BIOS and NIC images usually run only after a host reset: look once; the BMC
+            # and other devices switch by themselves (the BMC by rebooting): give them time.
+            settle = 0.0 if step.order in AT_RESET else opts.bmc_back_timeout_s
+            now = _await_version(bmc, step, settle, opts.poll)
+            if _all_allowed(step, now):
+                note("done", f"{step.label}: {step.component.version} -> "
+                     f"{', '.join(sorted(set(now)))}", **what)
+            elif step.order in AT_RESET:
+                needs_reset = True
+            else:
                 raise _not_applied(bmc, step, now)
-            store.record_event(plan.host, "firmware", f"{step.label}: {step.component.version}"
-                               f" -> {', '.join(sorted(set(now)))} (after a host reset)")
-    return f"updated {', '.join(s.label for s in plan.steps)}"
+        if needs_reset:
+            _reset_host(bmc, opts)
+            for task in staged:
+                bmc.firmware.wait_update_task(task, timeout_s=opts.task_timeout_s,
+                                              poll_s=opts.poll)
+            for step in plan.steps:
+                now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
+                if not _all_allowed(step, now):
+                    raise _not_applied(bmc, step, now)
+                note("done", f"{step.label}: {step.component.version} -> "
+                     f"{', '.join(sorted(set(now)))} (after a host reset)",
+                     label=step.label, component=step.component.path)
+        done = f"updated {', '.join(s.label for s in plan.steps)}"
+        note("finished", done)
+        if plan.blocked:
+            raise Blocked(f"{prefix}{done}; not updated: {'; '.join(plan.blocked)}",
+                          hint="the reasons say what each needs")
+        return prefix + done
 
 
 def _versions(bmc: RedfishBMC, step: Step) -> list[str]:
-    return [c.version for c in matching(step.requirement, read_components(bmc))
+    return [c.version for c in matching(step.requirement, bmc.firmware.firmware_components())
             if c.id.split("__")[-1] == step.component.id.split("__")[-1]]
 
 
 def _all_allowed(step: Step, versions: list[str]) -> bool:
-    return bool(versions) and all(
-        any(_version_ok(v, want) for want in step.requirement.allowed) for v in versions)
+    return bool(versions) and all(version_ok(v, step.requirement.allowed) for v in versions)
 
 
 def _await_version(bmc: RedfishBMC, step: Step, timeout_s: float, poll_s: float) -> list[str]:

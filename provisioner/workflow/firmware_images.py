@@ -1,26 +1,39 @@
-"""Firmware images for `provision firmware update`: fetched once, checked against the sha256
-the site file gives, and served to the BMCs from this machine."""
+"""Firmware images for `provision firmware update`: fetched once (bounded: size cap, rate floor,
+the caller's deadline, room left on the disk; provisioner/deploy/images/fetch.py), checked
+against the sha256 the site file gives, and served to the BMCs from this machine."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import quote, urlsplit
 
-import requests
 from werkzeug.wrappers import Request, Response
 
+from provisioner.deploy.images.fetch import GIB, FetchLimits, fetch
 from provisioner.exceptions import InputError, NotReady
 from provisioner.inventory.spec import FirmwareImage, FirmwareServerSettings
-from provisioner.serving import GuardedServer
+from provisioner.serving import GuardedHandler, GuardedServer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+
+log = logging.getLogger(__name__)
+
+
+class _QuietHandler(GuardedHandler):
+    """The image server's access log goes to the debug log (`--debug`), not to the
+    terminal the update's progress and table are printed on."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        log.debug("image server: %s %s %s", self.address_string(), self.requestline, code)
 
 
 class ImageChecksumError(InputError):
@@ -30,6 +43,9 @@ class ImageChecksumError(InputError):
 
 
 CHUNK = 1 << 20
+# The largest firmware image fetched when the site gives no size: vendor bundles (a whole
+# HGX tray's package) run to a few GB.
+DEFAULT_MAX_IMAGE_BYTES = 8 * GIB
 
 
 class ImageCache:
@@ -43,19 +59,22 @@ class ImageCache:
         name = Path(urlsplit(image.url).path).name or "image.bin"
         return self.directory / image.sha256 / name
 
-    def fetch(self, image: FirmwareImage) -> Path:
-        """The verified local copy of an image: downloaded (or copied) once, sha256 checked
-        before it is kept; a mismatch is an error and nothing is kept."""
+    def fetch(self, image: FirmwareImage, *, deadline_s: float | None = None) -> Path:
+        """The verified local copy of an image: downloaded (or copied) once, within
+        ``deadline_s`` and the image's size cap, sha256 checked before it is kept; a mismatch
+        is an error and nothing is kept."""
         dest = self.path_of(image)
         if dest.is_file() and _sha256(dest) == image.sha256:
             return dest
         dest.parent.mkdir(parents=True, exist_ok=True)
+        limits = FetchLimits(
+            max_bytes=image.size_bytes or DEFAULT_MAX_IMAGE_BYTES,
+            cap_from="its size_bytes in the site file" if image.size_bytes else
+            "the default for firmware images; set the image's size_bytes",
+            deadline_s=deadline_s)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp:
-            try:
-                digest = _copy_into(image.url, tmp)
-            except BaseException:
-                Path(tmp.name).unlink(missing_ok=True)
-                raise
+            pass
+        digest = fetch(image.url, Path(tmp.name), what="firmware image", limits=limits)
         if digest != image.sha256:
             Path(tmp.name).unlink(missing_ok=True)
             raise ImageChecksumError(
@@ -74,37 +93,13 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _copy_into(url: str, out: IO[bytes]) -> str:
-    h = hashlib.sha256()
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https"):
-        try:
-            with requests.get(url, stream=True, timeout=30) as resp:
-                resp.raise_for_status()
-                for chunk in resp.iter_content(CHUNK):
-                    h.update(chunk)
-                    out.write(chunk)
-        except requests.RequestException as exc:
-            raise NotReady(f"firmware image {url} cannot be fetched: {exc}") from exc
-        return h.hexdigest()
-    source = Path(parts.path if parts.scheme == "file" else url)
-    if not source.is_file():
-        raise InputError(f"firmware image {url} not found",
-                         hint="image.url is an http(s) URL or a path on this machine")
-    with source.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            h.update(chunk)
-            out.write(chunk)
-    return h.hexdigest()
-
-
 @contextmanager
 def serve_images(settings: FirmwareServerSettings, cache: ImageCache) -> Iterator[ImageServer]:
     """Serve the cache's verified images over HTTP for the BMCs, for the duration."""
     port = urlsplit(settings.url).port or 80
     server = ImageServer(settings, cache)
     try:
-        httpd = GuardedServer(settings.listen, port, server)
+        httpd = GuardedServer(settings.listen, port, server, _QuietHandler)
     except OSError as exc:
         raise NotReady(f"cannot serve firmware images on {settings.listen}:{port}: {exc}",
                        hint="free the port or change settings.firmware_server.url") from exc

@@ -1,16 +1,21 @@
 """The rack runner: from powered-off hosts to installed, reachable, configured ones.
 
 discover -> fix or report clock skew -> deploy (the backend: PXE, power cycle, callbacks, boot
-from disk) -> wait for SSH -> site.yml -> record states. At most ``wave`` hosts install at once
-(a rolling wave: the uplink's stream count; when the backend gates image streams itself, as many
-as keep its streams busy, adapted to what the run observes, see waves.py and inflight.py); a
-failed deploy is retried before the host is marked failed; hosts already done are skipped, so a
-re-run resumes where the last one stopped.
+from disk) -> wait for SSH -> pin its host key -> site.yml -> record states. At most ``wave``
+hosts install at once (a rolling wave: the uplink's stream count; when the backend gates image
+streams itself, as many as keep its streams busy, adapted to what the run observes, see waves.py
+and inflight.py); a failed deploy is retried before the host is marked failed. Hosts go to
+site.yml in waves as they come up (configure_waves.py), never waiting for the slowest install.
+
+Every host records the step it finished (state/steps.py), and a run continues each host from the
+step after it (plan.py): an installed host that missed site.yml is configured, not reinstalled;
+a host that was configured is reinstalled only with consent (``RackOptions.reinstall``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,17 +28,26 @@ from provisioner.deploy.base import DeployBackend, DeployMethod, DeployRequest
 from provisioner.events import Event, emit
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory.model import Host, Site
-from provisioner.state import DONE_STATES, NodeState, StateStore
+from provisioner.state import Lease, NodeState, StateStore, Step
 from provisioner.wording import plural
 from provisioner.workflow.ansible_logs import host_log
-from provisioner.workflow.configure import run_playbook
+from provisioner.workflow.configure import (
+    HostRecap,
+    key_targets,
+    known_hosts_file,
+    pin_host_key,
+    run_playbook,
+)
+from provisioner.workflow.configure_waves import ConfigureWaves
 from provisioner.workflow.discover import facts_to_dict
 from provisioner.workflow.inflight import InFlightWindow
-from provisioner.workflow.selection import held_in_maintenance
+from provisioner.workflow.resume import Intent, RunPlan, plan_hosts
 from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size, in_flight_ceiling
 
 HostStatus = Literal["ok", "failed", "skipped"]
+# ansible-playbook's exit when interrupted (its "User interrupted execution"), or killed by SIGINT
+INTERRUPTED = (99, -2)
 BMCOpener = Callable[[Site, Host], BMC]
 
 
@@ -65,11 +79,16 @@ class RackOptions:
     configure: bool = True
     wait_ssh: bool = True
     reimage: bool = False  # redeploy hosts even if already done (only those named)
+    restart: bool = False  # reimage: install again even past an interrupted re-image's install
+    reinstall: bool = False  # consent to reinstall hosts that were configured before they failed
+    configure_only: bool = False  # `provision configure`: site.yml for installed hosts, nothing else
     force: bool = False  # also hosts in maintenance
     discover: bool | None = None  # None: when the backend drives power or a MAC is unknown
     ssh_timeout_s: float = 900.0
     log_dir: Path | None = None
     playbooks: tuple[str, ...] = ("playbooks/site.yml",)  # run after the install, in order
+    configure_runs: int = 2  # site.yml runs at once (waves of hosts that are ready)
+    configure_gather_s: float = 30.0  # a wave waits this long for hosts coming up together
 
 
 @dataclass
@@ -78,7 +97,8 @@ class RackResult:
 
     wave: WavePlan
     results: list[HostResult]
-    configure_log: Path | None = None
+    configure_log: Path | None = None  # the first wave's site.yml log
+    configure_logs: list[Path] = field(default_factory=list)  # every wave's, in order
 
     @property
     def failed(self) -> list[HostResult]:
@@ -112,6 +132,7 @@ class RackRunner:
         reporter: Reporter,
         options: RackOptions,
         clock: Callable[[], float] = time.monotonic,
+        lease: Lease | None = None,
     ) -> None:
         self.site = site
         self.clock = clock  # the window's and the discovery phase's time (benchmarks: simulated)
@@ -121,25 +142,25 @@ class RackRunner:
         self.open_bmc = open_bmc
         self.reporter = reporter
         self.options = options
+        self.lease = lease  # the hosts this run holds (None: the caller took no locks)
+        self._lock = threading.Lock()
+        self._waves: ConfigureWaves | None = None
+        self._results: dict[str, HostResult] = {}  # hosts handed to site.yml waves
+        self._logs: list[Path] = []
+        self._order: dict[str, int] = {}
 
     # -- selection --------------------------------------------------------------------------
 
-    def plan(self, hosts: Sequence[Host]) -> tuple[list[Host], list[HostResult]]:
-        """Split hosts into those to deploy and those skipped (done already, in maintenance)."""
-        self.store.ensure_hosts([h.name for h in hosts])
-        todo: list[Host] = []
-        skipped: list[HostResult] = []
-        for h in hosts:
-            rec = self.store.get(h.name)
-            if held_in_maintenance(rec, force=self.options.force):
-                skipped.append(HostResult(h.name, "skipped", f"in maintenance: {rec.reason}"))
-            elif rec.state in DONE_STATES and not self.options.reimage:
-                skipped.append(HostResult(h.name, "skipped", f"already {rec.state.value}"))
-            elif rec.state == NodeState.DEPLOYING and not self.options.reimage:
-                todo.append(h)  # an interrupted run: resume it
-            else:
-                todo.append(h)
-        return todo, skipped
+    def plan(self, hosts: Sequence[Host], *, enrol: bool = True) -> RunPlan:
+        """What this run does with each host: install, configure only, or leave (and why);
+        ``enrol`` records hosts the store has not met yet (a dry run writes nothing)."""
+        if enrol:
+            self.store.ensure_hosts([h.name for h in hosts])
+        records = {r.name: r for r in self.store.records([h.name for h in hosts])}
+        o = self.options
+        intent = Intent(configure=o.configure, reimage=o.reimage, restart=o.restart,
+                        reinstall=o.reinstall, configure_only=o.configure_only, force=o.force)
+        return plan_hosts(hosts, records, intent, self.lease.busy if self.lease else None)
 
     def wave_plan(self, n: int) -> WavePlan:
         """The concurrency for ``n`` hosts on this site's uplink."""
@@ -163,51 +184,99 @@ class RackRunner:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self, hosts: Sequence[Host]) -> RackResult:
-        """Deploy ``hosts`` (and configure them); never touches a host not in ``hosts``."""
-        todo, skipped = self.plan(hosts)
+        """Install and configure ``hosts`` from the step each finished; never touches a host not
+        in ``hosts`` (nor one another run holds)."""
+        plan = self.plan(hosts)
+        skipped = [HostResult(n, "skipped", why) for n, why in plan.skipped.items()]
         for r in skipped:
             self.reporter.finished(r)
-        wave = self.wave_plan(len(todo))
-        emit(
-            Event(
-                "run",
-                f"{plural(len(todo), 'host')} to install, {wave.summary}",
-                data={
-                    "hosts": [h.name for h in todo],
-                    "skipped": [r.host for r in skipped],
-                    "configure": self.options.configure,
-                },
-            )
-        )
+        wave = self.wave_plan(len(plan.install))
+        emit(Event("run", self._run_line(plan, wave), data={
+            "hosts": plan.names, "install": [h.name for h in plan.install],
+            "configure_only": [h.name for h in plan.configure],
+            "skipped": [r.host for r in skipped], "configure": self.options.configure,
+        }))  # fmt: skip
         results: list[HostResult] = list(skipped)
-        if not todo:
-            return RackResult(wave, results)
-        requests = [self.request_for(h) for h in todo]
-        self.backend.prepare(self.site, requests)
-        window = self.window = self._window(wave)
+        waves = None
+        if self.options.configure and plan.names:
+            waves = ConfigureWaves(self._configure_wave, expected=len(plan.names),
+                                   max_runs=self.options.configure_runs,
+                                   gather_s=self.options.configure_gather_s)  # fmt: skip
+        self._results.clear()
+        self._logs.clear()
+        self._order = {h.name: i for i, h in enumerate(hosts)}
+        self._waves = waves
         try:
+            results += self._continue(plan.configure)
+            if plan.install:
+                results += self._install(plan.install, wave)
+        except BaseException:
+            if waves is not None:
+                waves.cancel()  # interrupted: hosts not in site.yml yet stay for the next run
+            raise
+        finally:
+            if waves is not None:
+                waves.close()
+                waves.join()
+        order = {h.name: i for i, h in enumerate(hosts)}
+        results.sort(key=lambda r: order.get(r.host, 0))
+        logs = list(self._logs)
+        return RackResult(wave, results, logs[0] if logs else None, logs)
+
+    def _run_line(self, plan: RunPlan, wave: WavePlan) -> str:
+        parts = []
+        if plan.install or not plan.configure:
+            parts.append(f"{plural(len(plan.install), 'host')} to install, {wave.summary}")
+        if plan.configure:
+            parts.append(f"{plural(len(plan.configure), 'host')} installed already: site.yml only")
+        return "; ".join(parts)
+
+    def _install(self, hosts: list[Host], wave: WavePlan) -> list[HostResult]:
+        """Install ``hosts`` with the backend (its server held for this run meanwhile)."""
+        requests = [self.request_for(h) for h in hosts]
+        if self.lease is not None and self.backend.one_per_site:
+            self.lease.hold_deploy_server(on_wait=self._waiting_for_server(hosts))
+        try:
+            self.backend.prepare(self.site, requests)
+            window = self.window = self._window(wave)
             workers = max(1, wave.ceiling or wave.size)
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy") as pool:
                 if window is None:
-                    deployed = list(pool.map(self._deploy_one, requests))
-                else:
-                    futures = []
-                    for req in requests:
-                        window.wait_for_slot()
-                        futures.append(pool.submit(self._deploy_in_window, window, req))
-                    deployed = [f.result() for f in futures]
+                    return list(pool.map(self._install_one, requests))
+                futures = []
+                for req in requests:
+                    window.wait_for_slot()
+                    futures.append(pool.submit(self._deploy_in_window, window, req))
+                return [f.result() for f in futures]
         finally:
-            self.backend.close()
-        results.extend(deployed)
-        log = None
-        ok_hosts = [r for r in deployed if r.status == "ok"]
-        if self.options.configure and ok_hosts:
-            log = self._configure(ok_hosts)
-        for r in deployed:
-            self.reporter.finished(r)
-        order = {h.name: i for i, h in enumerate(hosts)}
-        results.sort(key=lambda r: order.get(r.host, 0))
-        return RackResult(wave, results, log)
+            try:
+                self.backend.close()
+            finally:
+                if self.lease is not None:
+                    self.lease.release_deploy_server()
+
+    def _waiting_for_server(self, hosts: list[Host]) -> Callable[[str], None]:
+        def say(holder: str) -> None:
+            for h in hosts:
+                self.reporter.phase(h.name, "wait", f"the deploy server is in use by {holder}")
+
+        return say
+
+    def _continue(self, hosts: list[Host]) -> list[HostResult]:
+        """Hosts installed already: their keys pinned again, then site.yml (in its waves)."""
+        if not hosts:
+            return []
+        with ThreadPoolExecutor(max_workers=min(32, len(hosts)), thread_name_prefix="resume") as pool:
+            return list(pool.map(self._continue_one, hosts))
+
+    def _continue_one(self, host: Host) -> HostResult:
+        result = HostResult(host.name, "ok", "deployed")
+        rec = self.store.get(host.name)
+        self.store.record_event(host.name, "resume", f"continuing from step {rec.step.value}: "
+                                "host keys, then site.yml")  # fmt: skip
+        self._progress(host.name, "resume", "installed already: pinning its host key, then site.yml")
+        self._after_install(host, result)
+        return result
 
     def _window(self, wave: WavePlan) -> InFlightWindow | None:
         """The adaptive hosts-in-flight window of a gated plan without --max-parallel."""
@@ -230,9 +299,48 @@ class RackRunner:
     def _deploy_in_window(self, window: InFlightWindow, req: DeployRequest) -> HostResult:
         window.started(req.host.name)
         try:
-            return self._deploy_one(req)
+            result = self._deploy_one(req)
         finally:
-            window.finished(req.host.name)
+            window.finished(req.host.name)  # pinning its key and site.yml are out of the window
+        self._settle(req.host, result)
+        return result
+
+    def _install_one(self, req: DeployRequest) -> HostResult:
+        result = self._deploy_one(req)
+        self._settle(req.host, result)
+        return result
+
+    def _settle(self, host: Host, result: HostResult) -> None:
+        """After a host's install: a failure is final; an installed host goes on."""
+        if result.status == "failed":
+            self.reporter.finished(result)
+            if self._waves is not None:
+                self._waves.dropped(host.name)
+            return
+        self._after_install(host, result)
+
+    def _after_install(self, host: Host, result: HostResult) -> None:
+        """Pin the host's new key and hand it to the next site.yml wave (or end its run)."""
+        if self._waves is None:
+            self.reporter.finished(result)
+            return
+        t0 = self.clock()
+        try:
+            targets = key_targets(self.site, [host.name])
+            why = pin_host_key(known_hosts_file(self.site), targets[0]) if targets else None
+        except OSError as exc:  # the known_hosts file cannot be written: this host cannot go on
+            why = f"cannot record it in {known_hosts_file(self.site)}: {exc.strerror or exc}"
+        result.phases["hostkey"] = self.clock() - t0
+        if why is None:
+            self._results[host.name] = result
+            self._waves.ready(host.name)
+            return
+        result.status, result.reason = "failed", f"host key not read: {why}"
+        self.store.transition(host.name, NodeState.FAILED, reason="configure failed",
+                              error=result.reason)  # fmt: skip
+        self._progress(host.name, "failed", result.reason)
+        self.reporter.finished(result)
+        self._waves.dropped(host.name)
 
     def request_for(self, host: Host) -> DeployRequest:
         """The deploy request for a host, before discovery fills in its MAC."""
@@ -272,6 +380,7 @@ class RackRunner:
                     NodeState.DEPLOYING,
                     reason=f"{self.options.method} deploy, attempt {attempt}/{attempts}",
                     force=self.options.force,
+                    goal=Step.CONFIGURED if self.options.configure else Step.INSTALLED,
                 )
                 self._progress(host.name, "deploy", f"attempt {attempt}/{attempts}")
                 try:
@@ -361,10 +470,11 @@ class RackRunner:
         req.mac = mac
         # backends that match machines by any of their MACs (MAAS) get them all, and the
         # Redfish system id for their own power driver
-        req.extra["macs"] = sorted({n.mac for n in facts.nics if n.mac})
+        req.macs = tuple(sorted({n.mac for n in facts.nics if n.mac}))
         system_path = facts.extra.get("system_path")
-        if system_path:
-            req.extra["redfish_system_id"] = str(system_path).rstrip("/").rsplit("/", 1)[-1]
+        req.system_path = str(system_path) if system_path else None
+        vendor = facts.extra.get("vendor")
+        req.bmc_vendor = str(vendor) if vendor else None
         self._clock(host, bmc, facts)
         return bmc
 
@@ -397,35 +507,46 @@ class RackRunner:
         key = self.site.resolve_path(s.ssh_private_key) if s.ssh_private_key else None
         return wait_for_ssh(str(addr), s.ssh_user, key, self.options.ssh_timeout_s)
 
-    def _configure(self, ok_hosts: list[HostResult]) -> Path:
-        names = [r.host for r in ok_hosts]
+    def _configure_wave(self, names: list[str]) -> None:
+        """One site.yml run over hosts that are ready; each host's recap decides its state."""
+        names = sorted(names, key=lambda n: self._order.get(n, 0))  # the inventory's order
         for n in names:
             self._progress(n, "configure", "running " + " ".join(self.options.playbooks))
         log_dir = self.options.log_dir or (self.store.path.parent / f"{self.site.name}-logs")
-        log = log_dir / f"site-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        with self._lock:
+            log = log_dir / f"site-{time.strftime('%Y%m%d-%H%M%S')}-{len(self._logs) + 1}.log"
+            self._logs.append(log)
         t0 = time.monotonic()
-        code, recaps, _ = run_playbook(
-            self.site.path, names, playbook=self.options.playbooks, log_file=log
-        )
+        code, recaps, _ = run_playbook(self.site.path, names, playbook=self.options.playbooks,
+                                       log_file=log, pin_keys=False, strict_keys=True)  # fmt: skip
         took = time.monotonic() - t0
-        for r in ok_hosts:
-            r.phases["configure"] = took
-            recap = recaps.get(r.host)
-            if recap is not None and recap.success:
-                self.store.transition(r.host, NodeState.CONFIGURED, reason="site.yml applied")
-                r.reason = "configured"
-                self._progress(r.host, "done", "configured")
-                continue
+        for name in names:
+            self._configured_one(self._results[name], recaps.get(name), code, log, took)
+
+    def _configured_one(
+        self, r: HostResult, recap: HostRecap | None, code: int, log: Path, took: float
+    ) -> None:
+        r.phases["configure"] = took
+        if recap is None and code in INTERRUPTED:
+            # Ctrl-C reached ansible-playbook too: the host is as installed as it was, and the
+            # next run continues it with site.yml (it is no failure of the host)
+            r.status, r.reason = "failed", "site.yml interrupted: the next run continues it"
+            self._progress(r.host, "interrupted", r.reason)
+        elif recap is not None and recap.success:
+            self.store.transition(r.host, NodeState.CONFIGURED, reason="site.yml applied")
+            r.reason = "configured"
+            self._progress(r.host, "done", "configured")
+        else:
             why = (
-                f"{' '.join(self.options.playbooks)} failed (failed={recap.failed}, unreachable={recap.unreachable})"
+                f"{' '.join(self.options.playbooks)} failed (failed={recap.failed}, "
+                f"unreachable={recap.unreachable})"
                 if recap
                 else f"the playbook did not reach the host (exit {code})"
             )
             r.status = "failed"
             own = host_log(log, r.host)
             r.reason = f"{why}; log: {own if own.exists() else log}"
-            self.store.transition(
-                r.host, NodeState.FAILED, reason="configure failed", error=r.reason
-            )
+            self.store.transition(r.host, NodeState.FAILED, reason="configure failed",
+                                  error=r.reason)  # fmt: skip
             self._progress(r.host, "failed", r.reason)
-        return log
+        self.reporter.finished(r)

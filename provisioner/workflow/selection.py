@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provisioner.inventory.model import Host
-from provisioner.state import HostRecord, NodeState, StateStore
+from provisioner.state import SERVING, HostRecord, NodeState, StateStore
 from provisioner.workflow.bulk import ActionResult
 
 
@@ -25,10 +25,6 @@ def without_maintenance(
         (held if held_in_maintenance(store.get(host.name), force=force) else kept).append(host)
     return kept, held
 
-
-
-# States in which a host is in use: a reset would interrupt what runs on it.
-SERVING = (NodeState.DEPLOYING, NodeState.DEPLOYED, NodeState.CONFIGURED, NodeState.VALIDATED)
 
 
 def spare_serving(hosts: Sequence[Host], store: StateStore, *, force: bool, why: str

@@ -58,6 +58,7 @@ class DellBMC(RedfishBMC):
     firmware_quirks: ClassVar[FirmwareQuirks] = FirmwareQuirks(
         targets_in_image=True, staged_job_states=frozenset({"Scheduled"}),
         multipart_apply_times=("Immediate", "OnReset"), multipart_params={"*": {"Oem": {}}})
+    bios_needs_job: ClassVar[bool] = True
     job_timeout_s: float = 900.0
 
     def prepare_boot(self, target: BootTarget) -> None:
@@ -120,10 +121,10 @@ class DellBMC(RedfishBMC):
         self.power(PowerAction.OFF)
         self.wait_power(PowerState.OFF, self.graceful_timeout_s)
 
-    def stage_bios(self, settings: str, diff: dict[str, Any]) -> str | None:
+    def stage_bios_job(self, settings: str, changes: dict[str, Any]) -> str | None:
         """Stage BIOS values behind a configuration job (iDRAC applies nothing without one);
         returns the job to wait for after the reset."""
-        return self._apply_bios(settings, diff)
+        return self._apply_bios(settings, changes)
 
     def wait_bios_job(self, job: str) -> None:
         """Wait for a staged BIOS job to end; raises with iDRAC's message if it failed."""
@@ -174,6 +175,11 @@ class DellBMC(RedfishBMC):
         return reply.header("Location") or self._pending_bios_job()
 
     def _pending_bios_job(self) -> str | None:
+        jobs = self._pending_bios_jobs()
+        return jobs[0] if jobs else None
+
+    def _pending_bios_jobs(self) -> list[str]:
+        out: list[str] = []
         for collection in self._jobs_collections():
             try:
                 jobs = self.client.members(collection)
@@ -181,9 +187,22 @@ class DellBMC(RedfishBMC):
                 continue
             for job in jobs:
                 kind = f"{job.get('JobType') or ''} {job.get('Name') or ''}".lower()
-                if "bios" in kind and job.get("JobState") in PENDING_JOB_STATES:
-                    return str(job.get("@odata.id"))
-        return None
+                path = str(job.get("@odata.id"))
+                if "bios" in kind and job.get("JobState") in PENDING_JOB_STATES \
+                        and path not in out:
+                    out.append(path)
+            if out:
+                break  # the manager's queue and JobService list the same jobs
+        return out
+
+    def clear_bios_jobs(self, settings: str) -> list[str]:
+        """Delete the BIOS configuration jobs waiting in the job queue: each would apply
+        pending values at the next reset."""
+        removed = []
+        for job in self._pending_bios_jobs():
+            self._delete_job(job)
+            removed.append(job.rstrip("/").rsplit("/", 1)[-1])
+        return removed
 
     def _delete_job(self, job: str) -> None:
         log.info("%s: deleting stale BIOS job %s", self.name, job)

@@ -21,7 +21,7 @@ from provisioner.bmc.firmware_methods import (
     choose,
     parse_update_service,
 )
-from provisioner.bmc.firmware_update import wait_task, wait_untasked
+from provisioner.bmc.redfish_bmc.firmware import RedfishFirmwareUpdate
 from provisioner.bmc.vendors import vendor_class
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
@@ -56,7 +56,7 @@ def variation(name: str) -> dict[str, Any]:
 
 
 def quirks(vendor: str) -> Any:
-    return getattr(vendor_class(vendor), "firmware_quirks", GENERIC)
+    return vendor_class(vendor).firmware_quirks
 
 
 @pytest.mark.parametrize("recording", ["dell-idrac9-poweredge-r750-ib-libredfish",
@@ -229,14 +229,18 @@ class _Tasks:
     def __init__(self, bodies: list[dict[str, Any]], cls: type = object) -> None:
         self.bodies, self.name = bodies, "bmc1"
         self.client = self
-        self.firmware_quirks = getattr(cls, "firmware_quirks", GENERIC)
+        self.firmware_quirks = cls.firmware_quirks if cls is not object else GENERIC
 
     def get(self, path: str) -> dict[str, Any]:
         return self.bodies.pop(0) if len(self.bodies) > 1 else self.bodies[0]
 
 
+def _updates(bmc: _Tasks) -> RedfishFirmwareUpdate:
+    return RedfishFirmwareUpdate(bmc, sleep=lambda s: None)  # type: ignore[arg-type]
+
+
 def _wait(bmc: _Tasks, **kw: Any) -> str:
-    return wait_task(bmc, "/t", timeout_s=5, poll_s=0, sleep=lambda s: None, **kw)  # type: ignore[arg-type]
+    return _updates(bmc).wait_update_task("/t", timeout_s=5, poll_s=0, **kw)
 
 
 def test_task_payloads_real_and_written():
@@ -252,8 +256,8 @@ def test_task_payloads_real_and_written():
     scheduled = variation("task-dell-scheduled.json")
     assert _wait(_Tasks([scheduled], DellBMC), until_staged=True) == "staged"
     with pytest.raises(Exception, match="still Running"):  # not staged for a generic BMC
-        wait_task(_Tasks([scheduled]), "/t", timeout_s=0, poll_s=0,  # type: ignore[arg-type]
-                  until_staged=True, sleep=lambda s: None)
+        _updates(_Tasks([scheduled])).wait_update_task("/t", timeout_s=0, poll_s=0,
+                                                       until_staged=True)
     with pytest.raises(BMCJobFailed, match="Verification of image"):
         _wait(_Tasks([variation("task-pushed-image-refused.json")]))
 
@@ -264,14 +268,14 @@ def test_ilo_update_without_task_waits_on_its_oem_state():
                        / "UpdateService" / "index.json").read_text())
     writing = {**idle, "Oem": {"Hpe": {**idle["Oem"]["Hpe"], "State": "Writing"}}}
     bmc = _Tasks([writing, writing, idle], HpeBMC)
-    wait_untasked(bmc, svc, timeout_s=5, poll_s=0, sleep=lambda s: None)  # type: ignore[arg-type]
+    _updates(bmc).wait_untasked_update(svc, timeout_s=5, poll_s=0)
     assert bmc.bodies == [idle]  # it kept asking until iLO was idle again
     with pytest.raises(BMCJobFailed, match="UpdateBadParameter"):
-        wait_untasked(_Tasks([variation("updateservice-ilo-flash-error.json")], HpeBMC),  # type: ignore[arg-type]
-                      svc, timeout_s=5, poll_s=0, sleep=lambda s: None)
+        _updates(_Tasks([variation("updateservice-ilo-flash-error.json")], HpeBMC)
+                 ).wait_untasked_update(svc, timeout_s=5, poll_s=0)
     # Other vendors' services have no such report: nothing is read.
     generic = _Tasks([writing, idle])
-    wait_untasked(generic, svc, timeout_s=5, poll_s=0, sleep=lambda s: None)  # type: ignore[arg-type]
+    _updates(generic).wait_untasked_update(svc, timeout_s=5, poll_s=0)
     assert generic.bodies == [writing, idle]
 
 

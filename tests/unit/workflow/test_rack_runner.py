@@ -1,6 +1,6 @@
 """The rack runner's own logic: skipping, retries, failure reasons, states, reimage scope.
 
-The backend here is a scripted in-test implementation of the DeployBackend interface, so that
+The backend here is a scripted implementation of the DeployBackend interface (tests/support), so that
 the runner's decisions are tested alone and fast; the real backends are tested against real
 peers (tests/integration/deploy, tests/integration/deploy/maas, and the lab end-to-end test).
 """
@@ -8,87 +8,21 @@ peers (tests/integration/deploy, tests/integration/deploy/maas, and the lab end-
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from provisioner.deploy.base import DeployBackend, DeployOutcome, DeployRequest, ProgressFn
+from provisioner.deploy.base import DeployBackend
 from provisioner.inventory import Site, load_site
 from provisioner.state import NodeState, StateStore
-from provisioner.workflow.rack import HostResult, RackOptions, RackRunner
+from provisioner.workflow.rack import RackOptions, RackRunner
 from provisioner.workflow.waves import choose_wave_size
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
-
-
-class ScriptedBackend(DeployBackend):
-    name = "scripted"
-    drives_power = False
-
-    def __init__(self, fail_times: dict[str, int] | None = None) -> None:
-        self.fail_times = dict(fail_times or {})
-        self.deployed: list[str] = []
-        self.released: list[str] = []
-        self.prepared: list[str] = []
-        self.concurrent = 0
-        self.max_concurrent = 0
-        self._lock = threading.Lock()
-
-    def prepare(self, site: Site, requests: Sequence[DeployRequest]) -> None:
-        self.prepared = [r.host.name for r in requests]
-
-    def deploy(self, request: DeployRequest, progress: ProgressFn) -> DeployOutcome:
-        with self._lock:
-            self.concurrent += 1
-            self.max_concurrent = max(self.max_concurrent, self.concurrent)
-        try:
-            progress(request.host.name, "pxe", "booting")
-            name = request.host.name
-            with self._lock:
-                self.deployed.append(name)
-                left = self.fail_times.get(name, 0)
-                if left:
-                    self.fail_times[name] = left - 1
-            if left:
-                return DeployOutcome(name, False, "no disk matches the root-disk hint")
-            return DeployOutcome(name, True, phases={"install": 1.0})
-        finally:
-            with self._lock:
-                self.concurrent -= 1
-
-    def release(self, request: DeployRequest, *, erase: bool = False) -> None:
-        self.released.append(request.host.name)
-
-    def close(self) -> None:
-        pass
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.phases: list[tuple[str, str]] = []
-        self.results: list[HostResult] = []
-
-    def phase(self, host: str, phase: str, message: str) -> None:
-        self.phases.append((host, phase))
-
-    def finished(self, result: HostResult) -> None:
-        self.results.append(result)
+from tests.support.rack_runs import EXAMPLE, Recorder, ScriptedBackend, pinned_mac_site
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
-    text = EXAMPLE.read_text().replace("deploy_retries", "deploy_retries")
-    # pin MACs so the runner needs no BMC in these tests
-    lines = []
-    for line in text.splitlines():
-        lines.append(line)
-        if line.startswith("      - u: "):
-            u = int(line.split(":")[1])
-            lines.append(f"        provisioning_mac: 'b8:3f:d2:00:{len(lines) % 256:02x}:{u:02x}'")
-    (tmp_path / "site.yml").write_text("\n".join(lines) + "\n")
-    return load_site(tmp_path / "site.yml")
+    return pinned_mac_site(tmp_path)
 
 
 def runner(site: Site, tmp_path: Path, backend: DeployBackend, **opts: object) -> RackRunner:
@@ -181,9 +115,8 @@ def test_cli_dry_run_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["deploy"] == ["gpu-r01-u03"] and doc["wave"]["size"] == 1
-    store = StateStore(tmp_path / "example.sqlite", site="example")
-    assert store.get("gpu-r01-u03").state == NodeState.ENROLLED
-    assert [e.kind for e in store.events("gpu-r01-u03")] == ["enrolled"]
+    # nothing written: not even the state file or a lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_cli_reimage_needs_hosts_or_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,7 +260,7 @@ def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
 
     from provisioner import events
     from provisioner.events import ListSink
-    from provisioner.workflow import configure
+    from provisioner.workflow import configure, rack
 
     # a stand-in ansible-playbook: one task, host 1 fine, host 2 failing, then the recap
     fake = tmp_path / "ansible-playbook"
@@ -342,9 +275,12 @@ def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
     )
     fake.chmod(0o755)
     monkeypatch.setattr(configure.shutil, "which", lambda *_a, **_k: str(fake))
-    monkeypatch.setattr(configure, "scan_host_key", lambda *_a, **_k: [])  # no traffic out
+    pinned: list[str] = []
+    # no traffic out: each host's key "pinned" as it comes up, before its site.yml wave
+    monkeypatch.setattr(rack, "pin_host_key", lambda _k, t: pinned.append(t.host))
     store = StateStore(tmp_path / "state.sqlite", site=site.name)
-    options = RackOptions(configure=True, wait_ssh=False, log_dir=tmp_path / "logs")
+    options = RackOptions(configure=True, wait_ssh=False, log_dir=tmp_path / "logs",
+                          configure_gather_s=3600)  # both hosts in one wave: no timer involved
     rec = Recorder()
     run = RackRunner(site, store, ScriptedBackend(), open_bmc=None, reporter=rec, options=options)
     h1, h2 = site.hosts[0].name, site.hosts[1].name
@@ -367,6 +303,7 @@ def test_done_is_said_after_site_yml_and_a_failed_host_names_its_log(
     (started,) = sink.of("run")
     assert started.data["hosts"] == [h1, h2] and started.data["configure"] is True
     assert [e.message for e in sink.of("task")] == ["common : ntp"]
+    assert sorted(pinned) == sorted([h1, h2])
 
 
 def test_site_sets_the_ceiling_of_hosts_in_flight_and_max_parallel_wins(

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from provisioner.bmc.bios import AttributeInfo, BiosState, parse_registry
+from provisioner.bmc.bios_registry import AttributeDef, parse_registry
+from provisioner.bmc.bios_state import BiosState
 from provisioner.bmc.firmware_inventory import FirmwareComponent, parse_component
+from provisioner.bmc.firmware_kinds import Kind
+from provisioner.inventory.model import BiosSetting
 from provisioner.inventory.spec import FirmwareRequirement, merge_firmware
-from provisioner.workflow.baseline import Status, bios_items, firmware_items
+from provisioner.workflow.baseline import Status, firmware_items
+from provisioner.workflow.bios_baseline import bios_items
 
 
 def _state(**kw) -> BiosState:
@@ -21,40 +25,52 @@ def _by_name(items):
     return {i.name: i for i in items}
 
 
+def _registry(entries):
+    registry = parse_registry({"RegistryEntries": {"Attributes": entries}})
+    assert registry is not None
+    return registry
+
+
+def _want(**values):
+    """A BIOS baseline as the site file gives it (a tuple value: YAML's value, as written)."""
+    return {k: BiosSetting(*v) if isinstance(v, tuple) else BiosSetting(v)
+            for k, v in values.items()}
+
+
 def test_pending_value_is_reported_as_pending_not_drift():
     state = _state(pending={"SriovGlobalEnable": "Enabled"})
-    got = _by_name(bios_items({"SriovGlobalEnable": "Enabled"}, state))
+    got = _by_name(bios_items(_want(SriovGlobalEnable="Enabled"), state))
     assert got["SriovGlobalEnable"].status is Status.PENDING
-    got = _by_name(bios_items({"SriovGlobalEnable": "Enabled"}, _state()))
+    got = _by_name(bios_items(_want(SriovGlobalEnable="Enabled"), _state()))
     assert got["SriovGlobalEnable"].status is Status.DRIFT
 
 
 def test_booleans_and_integers_compare_by_value():
-    got = _by_name(bios_items({"NumLock": True, "Delay": 120}, _state()))
+    got = _by_name(bios_items(_want(NumLock=True, Delay=120), _state()))
     assert all(i.status is Status.OK for i in got.values())
-    got = _by_name(bios_items({"NumLock": False, "Delay": 60},
+    got = _by_name(bios_items(_want(NumLock=False, Delay=60),
                               _state(attributes={"NumLock": "True", "Delay": "120"})))
     assert got["NumLock"].status is Status.DRIFT and got["Delay"].status is Status.DRIFT
 
 
 def test_without_a_registry_names_come_from_the_current_values():
-    got = _by_name(bios_items({"SriovGlobalEnabel": "Enabled"}, _state()))
+    got = _by_name(bios_items(_want(SriovGlobalEnabel="Enabled"), _state()))
     item = got["SriovGlobalEnabel"]
     assert item.status is Status.UNKNOWN and "'SriovGlobalEnable'" in item.hint
 
 
 def test_registry_values_and_read_only_are_enforced():
-    reg = parse_registry([
+    reg = _registry([
         {"AttributeName": "SriovGlobalEnable", "Type": "Enumeration",
          "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]},
         {"AttributeName": "Delay", "Type": "Integer", "ReadOnly": True},
         {"AttributeName": "HiddenKnob", "Type": "String"},
         "garbage", {"Type": "Integer"},
     ])
-    assert set(reg) == {"SriovGlobalEnable", "Delay", "HiddenKnob"}
-    assert reg["SriovGlobalEnable"] == AttributeInfo("SriovGlobalEnable", "Enumeration", False,
-                                                     ("Enabled", "Disabled"))
-    got = _by_name(bios_items({"SriovGlobalEnable": "On", "Delay": 5, "HiddenKnob": "x"},
+    assert set(reg.attributes) == {"SriovGlobalEnable", "Delay", "HiddenKnob"}
+    assert reg.get("SriovGlobalEnable") == AttributeDef(
+        "SriovGlobalEnable", "Enumeration", values=("Enabled", "Disabled"))
+    got = _by_name(bios_items(_want(SriovGlobalEnable="On", Delay=5, HiddenKnob="x"),
                               _state(registry=reg)))
     assert got["SriovGlobalEnable"].status is Status.INVALID
     assert got["Delay"].status is Status.READ_ONLY
@@ -90,7 +106,8 @@ def test_components_not_installed_are_ignored():
     c = parse_component({"Id": "BMC", "Version": " 1.0 ", "Updateable": True,
                          "@odata.id": "/redfish/v1/UpdateService/FirmwareInventory/BMC"})
     assert c == FirmwareComponent("BMC", "BMC", "1.0", True,
-                                  "/redfish/v1/UpdateService/FirmwareInventory/BMC")
+                                  "/redfish/v1/UpdateService/FirmwareInventory/BMC",
+                                  Kind.BMC, "its name 'BMC'")
 
 
 def test_requirement_needs_exactly_one_version_key_and_a_real_checksum():
@@ -109,3 +126,26 @@ def test_host_entries_replace_the_profile_entry_of_the_same_component():
     host = [FirmwareRequirement(component="bmc", version="3")]
     merged = merge_firmware(profile, host)
     assert [(r.component, r.version) for r in merged] == [("BIOS", "2"), ("bmc", "3")]
+
+
+def test_a_yaml_boolean_is_the_enumeration_word_it_was_written_as():
+    # Finding 3: `NumLock: On` reads as True in YAML 1.1; iDRAC's NumLock is an enumeration
+    # of On/Off. It is judged (and would be sent) as "On", not refused as "want true".
+    reg = _registry([{"AttributeName": "NumLock", "Type": "Enumeration",
+                           "Value": [{"ValueName": "On"}, {"ValueName": "Off"}]}])
+    on = _state(attributes={"NumLock": "On"}, registry=reg)
+    item = bios_items(_want(NumLock=(True, "On")), on)[0]
+    assert (item.status, item.want, item.value) == (Status.OK, "On", "On")
+    item = bios_items(_want(NumLock=(False, "Off")), on)[0]
+    assert (item.status, item.value) == (Status.DRIFT, "Off")
+    # Without a registry the BIOS's current value (a string) decides: no false drift.
+    bare = _state(attributes={"NumLock": "On"})
+    assert bios_items(_want(NumLock=(True, "On")), bare)[0].status is Status.OK
+    assert bios_items(_want(NumLock=(True, "yes")), bare)[0].value == "yes"
+    # A BIOS that reports a JSON boolean still gets one.
+    flag = _state(attributes={"NumLock": False})
+    assert bios_items(_want(NumLock=(True, "On")), flag)[0].value is True
+    # Where it was written is in the refusal.
+    bad = bios_items({"NumLock": BiosSetting(True, "Yes", "site.yml", 12)}, on)[0]
+    assert bad.status is Status.INVALID and bad.hint.startswith("site.yml:12: 'Yes'")
+    assert "allowed: On, Off" in bad.hint

@@ -6,7 +6,6 @@ import io
 import json
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from provisioner.deploy.images.commands import run
 from provisioner.events import Event, JsonLinesSink, ListSink
 from provisioner.workflow import configure
 from provisioner.workflow.ansible_lines import AnsibleLine, parse_line
+from tests.support.waiting import wait_until
 
 # Lines as ansible-core's default callback (with profile_tasks) prints them.
 ANSIBLE_OUTPUT = """\
@@ -124,11 +124,8 @@ def test_the_log_grows_while_the_playbook_runs(tmp_path: Path) -> None:
     )
     worker.start()
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if log.exists() and "ok: [h1]" in log.read_text():
-                break
-            time.sleep(0.05)
+        wait_until(lambda: log.exists() and "ok: [h1]" in log.read_text(),
+                   "the first task's lines in the log")
         assert not done, "the fake playbook finished before the gate opened"
         first = log.read_text()
         assert "TASK [common : first]" in first and "second" not in first

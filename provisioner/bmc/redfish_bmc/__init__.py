@@ -1,4 +1,5 @@
-"""The generic Redfish implementation of the BMC protocol; vendors override its hooks."""
+"""The Redfish implementation of the BMC protocol: RedfishBMC and its capabilities (bios.py,
+firmware.py); vendors override its declared hooks."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from provisioner.bmc.base import (
     PowerAction,
     PowerState,
 )
+from provisioner.bmc.firmware_methods import GENERIC, FirmwareQuirks
 from provisioner.bmc.nic_select import (
     NicRuleLike,
     ProvisioningNicError,
@@ -28,6 +30,8 @@ from provisioner.bmc.nic_select import (
     pinned_port,
     port_facts,
 )
+from provisioner.bmc.redfish_bmc.bios import RedfishBios
+from provisioner.bmc.redfish_bmc.firmware import RedfishFirmwareUpdate
 from provisioner.bmc.redfish_inventory import FATAL, RedfishInventory
 from provisioner.redfish.client import RedfishClient
 from provisioner.redfish.errors import (
@@ -58,6 +62,11 @@ class RedfishBMC(RedfishInventory):
     """A host's BMC spoken to over Redfish, following the DMTF schema with no vendor quirks."""
 
     vendor: ClassVar[str] = "generic"
+    # What its UpdateService does beyond the DMTF schema (firmware_methods.FirmwareQuirks).
+    firmware_quirks: ClassVar[FirmwareQuirks] = GENERIC
+    # Whether BIOS changes apply only behind a vendor job (iDRAC): stage_bios_job then
+    # stages them and wait_bios_job waits for that job.
+    bios_needs_job: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -91,6 +100,8 @@ class RedfishBMC(RedfishInventory):
         self._read_lock = threading.RLock()
         self._boot_lock = threading.Lock()
         self.warnings: list[str] = []
+        self.bios = RedfishBios(self)
+        self.firmware = RedfishFirmwareUpdate(self)
 
     @property
     def name(self) -> str:
@@ -611,6 +622,22 @@ class RedfishBMC(RedfishInventory):
                     "hint": "give the host's profile a provisioning_nic rule",
                     "ports": [{**port_facts(p), "chosen": False, "why_not": []} for p in nics]}
         return choice_to_dict(explain_selection(nics, self.nic_rule))
+
+    # -- vendor hooks of the BIOS capability -------------------------------------------------
+
+    def stage_bios_job(self, settings: str, changes: dict[str, Any]) -> str | None:
+        """Stage BIOS values behind the vendor's job (only where ``bios_needs_job``); returns
+        the job to wait for after the reset."""
+        raise BMCUnsupported("this BMC stages BIOS values without a job", bmc=self.name,
+                             path=settings)
+
+    def wait_bios_job(self, job: str) -> None:
+        """Wait for a job :meth:`stage_bios_job` returned; nothing to wait for elsewhere."""
+
+    def clear_bios_jobs(self, settings: str) -> list[str]:
+        """Remove the vendor's queued jobs that would apply pending BIOS values (iDRAC's job
+        queue); the ids removed. Nothing to remove where BIOS changes need no job."""
+        return []
 
     def close(self) -> None:
         """Log out of the BMC."""
