@@ -10,27 +10,43 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors, is_tty
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    holding,
+    print_json,
+    site_name,
+)
+from provisioner.cli.errors import handle_errors, is_tty, plain
+from provisioner.cli.tables import Col, WideOption, fit_table, print_table
 from provisioner.exceptions import InputError, PartialFailure
 from provisioner.health.junit import write_atomic
 from provisioner.inventory import Host, Site, load_site
+from provisioner.safetext import terminal
 from provisioner.state import StateStore
 from provisioner.state.store import default_state_dir
 from provisioner.workflow.baseline import (
-    ApplyOptions,
     HostCompliance,
-    apply_bios,
     check_bios,
     check_firmware,
     render_junit,
     render_metrics,
 )
+from provisioner.workflow.bios_apply import ApplyOptions, apply_bios, refusals
 from provisioner.workflow.bulk import ActionResult
-from provisioner.workflow.firmware import HostPlan, UpdateOptions, plan_rack, update_rack
+from provisioner.workflow.firmware import (
+    HostPlan,
+    Step,
+    UpdateOptions,
+    plan_update,
+    update_rack,
+)
 from provisioner.workflow.firmware_images import ImageCache
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Hints wrap at 80 columns (or the terminal's width), indented under the host they are for.
+err = Console(stderr=True, highlight=False, soft_wrap=False, emoji=False,
+              width=min(Console(stderr=True).width, 80))
 
 firmware_app = typer.Typer(help="Firmware baselines: what each host must run, and who drifts.",
                            no_args_is_help=True)
@@ -49,32 +65,44 @@ AllOption = typer.Option(False, "--all", help="List entries that are met too.")
 Checker = Callable[..., list[HostCompliance]]
 
 
-def _table(kind: str, reports: Sequence[HostCompliance], show_all: bool) -> Table:
+BASELINE_COLUMNS = (Col("host"), Col("entry"), Col("status"), Col("want", priority=1),
+                    Col("have", priority=2))
+STYLE = {"ok": "green", "pending": "yellow", "foreign-pending": "yellow"}
+
+
+def _table(kind: str, reports: Sequence[HostCompliance], show_all: bool, *,
+           wide: bool = False) -> Table:
+    """Names and values are never cut mid-word: a column that does not fit is left out
+    (the caption says which; --wide shows it)."""
     ok = sum(r.compliant for r in reports)
-    table = Table(title=f"{kind} baseline: {ok}/{len(reports)} hosts compliant")
-    for col, ratio in (("host", 2), ("entry", 3), ("have", 2), ("want", 2), ("status", 1)):
-        table.add_column(col, ratio=ratio, overflow="fold")
+    rows: list[tuple[str, ...]] = []
     for rep in reports:
+        host = plain(rep.host)
         if not rep.read:
-            table.add_row(Text(rep.host), Text(rep.reason or ""), "", "",
-                          Text("unread", style="red"))
+            rows.append((host, plain(rep.reason or ""), "[red]unread[/]", "", ""))
             continue
         shown = rep.items if show_all else rep.drifted
         if not shown:
-            table.add_row(Text(rep.host), Text(f"{len(rep.items)} entries"), "", "",
-                          Text("ok", style="green"))
+            rows.append((host, f"{len(rep.items)} entries", "[green]ok[/]", "", ""))
         for item in shown:
-            style = "green" if item.compliant else "yellow" if item.status == "pending" else "red"
-            table.add_row(Text(rep.host), Text(item.name), Text(item.have), Text(item.want),
-                          Text(item.status.value, style=style))
-    return table
+            style = STYLE.get(item.status.value, "red")
+            rows.append((host, plain(item.shown), f"[{style}]{item.status.value}[/]",
+                         plain(item.want), plain(item.have)))
+    return fit_table(f"{kind} baseline: {ok}/{len(reports)} hosts compliant", BASELINE_COLUMNS,
+                     rows, width=console.width, wide=wide)
+
+
+def _hint(host: str, text: str, style: str | None = None) -> None:
+    """One hint on stderr, wrapped under its host's name."""
+    err.print(Text(terminal(f"{host}: {text}"), style=style or ""), overflow="fold")
 
 
 def _json(rep: HostCompliance) -> dict[str, object]:
     return {"host": rep.host, "compliant": rep.compliant, "reason": rep.reason,
             "error": rep.error, "warnings": list(rep.warnings),
-            "items": [{"kind": i.kind, "name": i.name, "have": i.have, "want": i.want,
-                       "status": i.status.value, "hint": i.hint} for i in rep.items]}
+            "items": [{"kind": i.kind, "name": i.name, "entry": i.entry or i.name,
+                       "have": i.have, "want": i.want, "status": i.status.value,
+                       "hint": i.hint} for i in rep.items]}
 
 
 def _select(s: Site, hosts: list[str] | None, rack: str | None, kind: str) -> list[Host]:
@@ -88,11 +116,28 @@ def _select(s: Site, hosts: list[str] | None, rack: str | None, kind: str) -> li
     return with_baseline
 
 
+def _show(kind: str, reports: Sequence[HostCompliance], show_all: bool, wide: bool) -> None:
+    print_table(console, _table(kind, reports, show_all, wide=wide), wide=wide)
+    for rep in reports:
+        for item in rep.drifted:
+            if item.hint:
+                _hint(rep.host, f"{item.shown}: {item.hint}")
+        for warning in rep.warnings:
+            _hint(rep.host, f"warning: {warning}", "yellow")
+        if rep.error:
+            _hint(rep.host, f"{rep.reason}: {rep.error}", "red")
+
+
 def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
          site: str | None, as_json: bool, junit: Path | None, textfile: Path | None,
-         parallel: int | None, show_all: bool) -> None:
+         parallel: int | None, show_all: bool, wide: bool) -> None:
     s = load_site(site_name(site))
-    reports = checker(s, _select(s, hosts, rack, kind), max_parallel=parallel)
+    selected = _select(s, hosts, rack, kind)
+    if kind == "bios":
+        reports = checker(s, selected, max_parallel=parallel,
+                          store=StateStore.for_site(s, readonly=True))
+    else:
+        reports = checker(s, selected, max_parallel=parallel)
     if junit:
         write_atomic(junit, render_junit(kind, reports))
     if textfile:
@@ -100,15 +145,7 @@ def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
     if as_json:
         print_json([_json(r) for r in reports])
     else:
-        console.print(_table(kind, reports, show_all))
-        for rep in reports:
-            for item in rep.drifted:
-                if item.hint:
-                    err.print(Text(f"{rep.host} {item.name}: {item.hint}"))
-            for warning in rep.warnings:
-                err.print(Text(f"{rep.host} warning: {warning}", style="yellow"))
-            if rep.error:
-                err.print(Text(f"{rep.host} {rep.reason}: {rep.error}", style="red"))
+        _show(kind, reports, show_all, wide)
     bad = [r.host for r in reports if not r.compliant]
     if bad:
         raise PartialFailure(
@@ -122,10 +159,11 @@ def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
 def firmware_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
                    site: str | None = SiteOption, as_json: bool = JsonOption,
                    junit: Path | None = JunitOption, textfile: Path | None = MetricsOption,
-                   parallel: int | None = ParallelOption, show_all: bool = AllOption) -> None:
+                   parallel: int | None = ParallelOption, show_all: bool = AllOption,
+                   wide: bool = WideOption) -> None:
     """Every host's firmware versions against its baseline; exit 3 on drift."""
     _run("firmware", check_firmware, hosts, rack, site, as_json, junit, textfile, parallel,
-         show_all)
+         show_all, wide)
 
 
 @bios_app.command("check")
@@ -133,9 +171,12 @@ def firmware_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
 def bios_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
                site: str | None = SiteOption, as_json: bool = JsonOption,
                junit: Path | None = JunitOption, textfile: Path | None = MetricsOption,
-               parallel: int | None = ParallelOption, show_all: bool = AllOption) -> None:
-    """Every host's BIOS attributes against its baseline; exit 3 on drift."""
-    _run("bios", check_bios, hosts, rack, site, as_json, junit, textfile, parallel, show_all)
+               parallel: int | None = ParallelOption, show_all: bool = AllOption,
+               wide: bool = WideOption) -> None:
+    """Every host's BIOS attributes (and intents) against its baseline, and pending values
+    someone else staged; exit 3 on drift."""
+    _run("bios", check_bios, hosts, rack, site, as_json, junit, textfile, parallel, show_all,
+         wide)
 
 
 @bios_app.command("apply")
@@ -148,25 +189,38 @@ def bios_apply(
     force: bool = typer.Option(False, "--force",
                                help="Also reset hosts that are deployed, configured or "
                                "validated (in use)."),
+    clear_pending: bool = typer.Option(
+        False, "--clear-pending", help="Discard pending BIOS values someone else staged "
+        "(and iDRAC's queued BIOS jobs) before applying."),
+    include_pending: bool = typer.Option(
+        False, "--include-pending", help="Let the reset apply pending values someone else "
+        "staged as well."),
+    retry_reset: bool = typer.Option(
+        False, "--retry-reset", help="Reset again for values an earlier reset did not apply."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; send nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before resetting hosts."),
     timeout: float = typer.Option(900.0, "--timeout", metavar="SECONDS", min=1,
                                   help="How long to wait for a host to show the new values."),
     as_json: bool = JsonOption,
     parallel: int | None = ParallelOption,
+    wide: bool = WideOption,
 ) -> None:
     """Set each host's BIOS to its baseline: refuse unknown names/values before sending,
-    stage, reset hosts not in use, read back. Exit 3 if any host failed."""
+    stage (in stages where the registry's dependencies need it), reset hosts not in use,
+    read back. Exit 3 if any host failed."""
+    if clear_pending and include_pending:
+        raise InputError("--clear-pending and --include-pending contradict each other",
+                         hint="discard others' pending values, or apply them: pick one")
     s = load_site(site_name(site))
     selected = _select(s, hosts, None, "bios")
+    opts = ApplyOptions(reboot=reboot, force=force, timeout_s=timeout,
+                        clear_pending=clear_pending, include_pending=include_pending,
+                        retry_reset=retry_reset)
     if dry_run:
-        reports = check_bios(s, selected, max_parallel=parallel)
-        if as_json:
-            print_json([_json(r) for r in reports])
-        else:
-            console.print(_table("bios", reports, show_all=False))
-            console.print("dry run: nothing sent")
+        _dry_run(s, selected, StateStore.for_site(s, readonly=True), opts, as_json, parallel,
+                 wide)
         return
+    store = StateStore.for_site(s)
     if reboot and not yes:
         if not is_tty():
             raise InputError("bios apply resets hosts and needs confirmation",
@@ -175,32 +229,68 @@ def bios_apply(
         if not typer.confirm(f"reset {len(selected)} host(s) to apply BIOS settings: {names}?"):
             console.print("nothing done")
             return
-    store = StateStore.for_site(s)
-    with store.orchestrator_lock("bios apply"):
-        results = apply_bios(s, selected, store, max_parallel=parallel,
-                             opts=ApplyOptions(reboot=reboot, force=force, timeout_s=timeout))
+    with holding(store, f"provision bios apply --site {s.name}", selected) as selected:
+        results = apply_bios(s, selected, store, max_parallel=parallel, opts=opts)
     _print_results("bios apply", results, as_json)
 
 
-def _plan_table(plans: dict[str, HostPlan]) -> Table:
-    table = Table(title="firmware update plan (in this order per host)")
-    for col, ratio in (("host", 2), ("component", 4), ("have", 2), ("want", 2), ("order", 1)):
-        table.add_column(col, ratio=ratio, overflow="fold")
+def _dry_run(s: Site, selected: list[Host], store: StateStore, opts: ApplyOptions,
+             as_json: bool, parallel: int | None, wide: bool) -> None:
+    """The drift table, and where the real apply would refuse a host (exit 3 then)."""
+    reports = check_bios(s, selected, max_parallel=parallel, store=store)
+    refused = {r.host: refusals(r.items, opts) for r in reports}
+    refused = {h: why for h, why in refused.items() if why}
+    if as_json:
+        print_json([{**_json(r), "would_refuse": refused.get(r.host, [])} for r in reports])
+    else:
+        _show("bios", reports, False, wide)
+        for host, why in refused.items():
+            for text in why:
+                _hint(host, f"apply would refuse: {text}", "red")
+        console.print("dry run: nothing sent")
+    unread = [r.host for r in reports if not r.read]
+    if refused or unread:
+        hosts = sorted({*refused, *unread})
+        raise PartialFailure(f"bios apply would not change {len(hosts)} of {len(reports)} "
+                             f"hosts: {', '.join(hosts)}",
+                             hint="the hints say why per host; nothing was sent")
+
+
+PLAN_COLUMNS = (Col("host"), Col("component", wrap=True), Col("order"),
+                Col("want", priority=1), Col("have", priority=2))
+
+
+def _plan_table(plans: dict[str, HostPlan], *, wide: bool = False) -> Table:
+    rows: list[tuple[str, ...]] = []
     for name, plan in plans.items():
-        for step in plan.steps:
+        host = plain(name)
+        if plan.in_flight:
+            rows.append((host, plain(plan.in_flight), "[yellow]earlier run[/]", "", ""))
+        for step, order in [*((s, "shared") for s in plan.shared),
+                            *((s, s.order.name.lower()) for s in plan.steps)]:
             way = plan.ways.get(step.label, "")
-            label = Text(step.label)
+            label = plain(step.label)
             if way:
-                label.append(f"\nvia {way.split(', Targets')[0]}",
-                             style="red" if way.startswith("no way") else "dim")
-            table.add_row(Text(name), label, Text(step.component.version),
-                          Text(" | ".join(step.requirement.allowed)),
-                          Text(step.order.name.lower()))
-        for blocked in plan.blocked:
-            table.add_row(Text(name), Text(blocked), "", "", Text("blocked", style="red"))
-        if not plan.steps and not plan.blocked:
-            table.add_row(Text(name), Text("nothing to update"), "", "", "")
-    return table
+                colour = "red" if way.startswith("no way") else "dim"
+                label += f"\n[{colour}]via {plain(way.split(', Targets')[0])}[/]"
+            rows.append((host, label, order, plain(" | ".join(step.requirement.allowed)),
+                         plain(step.component.version)))
+        rows += [(host, plain(blocked), "[red]blocked[/]", "", "") for blocked in plan.blocked]
+        if not plan.steps and not plan.shared and not plan.blocked:
+            rows.append((host, "nothing to update", "", "", ""))
+    return fit_table("firmware update plan (in this order per host)", PLAN_COLUMNS, rows,
+                     width=console.width, wide=wide)
+
+
+def _plan_json(plan: HostPlan) -> dict[str, object]:
+    def step(st: Step) -> dict[str, object]:
+        return {"component": st.label, "have": st.component.version,
+                "want": st.requirement.allowed, "order": st.order.name.lower(),
+                "kind_from": st.component.kind_from, "image": st.image.url,
+                "via": plan.ways.get(st.label)}
+    return {"steps": [step(st) for st in plan.steps],
+            "shared": [step(st) for st in plan.shared], "peers": list(plan.peers),
+            "blocked": plan.blocked, "in_flight": plan.in_flight or None}
 
 
 @firmware_app.command("update")
@@ -219,27 +309,24 @@ def firmware_update(
                                   help="How long one component's update may take (the "
                                   "task, then the BMC's return and the new version)."),
     as_json: bool = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """Bring each host's firmware to its baseline: images checked against their sha256 and
     served from here, BMC first, one component at a time, versions read back."""
     s = load_site(site_name(site))
     selected = _select(s, hosts, None, "firmware")
+    opts = UpdateOptions(force=force, task_timeout_s=timeout, bmc_back_timeout_s=timeout)
     if dry_run:
-        plans, unread = plan_rack(s, selected, max_parallel=max_parallel)
+        plans, unread = plan_update(s, selected, StateStore.for_site(s, readonly=True),
+                                    opts=opts, max_parallel=max_parallel)
         if as_json:
-            print_json({"plans": {n: {"steps": [{"component": st.label, "have":
-                                                  st.component.version, "want":
-                                                  st.requirement.allowed, "order":
-                                                  st.order.name.lower(), "image":
-                                                  st.image.url, "via":
-                                                  p.ways.get(st.label)} for st in p.steps],
-                                       "blocked": p.blocked} for n, p in plans.items()},
+            print_json({"plans": {n: _plan_json(p) for n, p in plans.items()},
                         "unread": [{"host": r.host, "reason": r.reason, "error": r.error}
                                    for r in unread]})
         else:
-            console.print(_plan_table(plans))
+            print_table(console, _plan_table(plans, wide=wide), wide=wide)
             for r in unread:
-                err.print(Text(f"{r.host} {r.reason}: {r.error}", style="red"))
+                _hint(r.host, f"{r.reason}: {r.error}", "red")
             console.print("dry run: nothing sent")
         return
     if not yes:
@@ -251,11 +338,13 @@ def firmware_update(
             return
     store = StateStore.for_site(s)
     cache = ImageCache(default_state_dir() / f"{s.name}-firmware")
-    with store.orchestrator_lock("firmware update"):
+    with holding(store, f"provision firmware update --site {s.name}", selected) as selected:
         results = update_rack(s, selected, store, cache, max_parallel=max_parallel,
-                              opts=UpdateOptions(force=force, task_timeout_s=timeout,
-                                                 bmc_back_timeout_s=timeout))
+                              opts=opts)
     _print_results("firmware update", results, as_json)
+
+
+RESULT_COLUMNS = (Col("host"), Col("result"), Col("detail", wrap=True))
 
 
 def _print_results(title: str, results: Sequence[ActionResult], as_json: bool) -> None:
@@ -263,14 +352,11 @@ def _print_results(title: str, results: Sequence[ActionResult], as_json: bool) -
         print_json([{"host": r.host, "ok": r.ok, "detail": r.detail, "reason": r.reason,
                      "error": r.error, "warnings": list(r.warnings)} for r in results])
     else:
-        table = Table(title=f"{title}: {sum(r.ok for r in results)}/{len(results)} hosts")
-        for col in ("host", "result", "detail"):
-            table.add_column(col, overflow="fold")
-        for r in results:
-            table.add_row(Text(r.host), Text("ok" if r.ok else r.reason or "", style="green"
-                                             if r.ok else "red"),
-                          Text(r.detail if r.ok else r.error or ""))
-        console.print(table)
+        rows = [(plain(r.host), "[green]ok[/]" if r.ok else f"[red]{plain(r.reason or '')}[/]",
+                 plain(r.detail if r.ok else r.error or "")) for r in results]
+        print_table(console, fit_table(
+            f"{title}: {sum(r.ok for r in results)}/{len(results)} hosts", RESULT_COLUMNS,
+            rows, width=console.width))
     failed = [r.host for r in results if not r.ok]
     if failed:
         raise PartialFailure(f"{title} failed on {len(failed)} of {len(results)} hosts: "

@@ -7,12 +7,18 @@ from enum import StrEnum
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from provisioner.bmc.base import BootTarget, PowerAction
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    holding,
+    print_json,
+    site_name,
+)
 from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.cli.nic_explain import print_explanation
 from provisioner.cli.tables import (
@@ -138,18 +144,18 @@ def _discovery_rows(
         skew = skew_text(f.clock_skew_s if f else None)
         if f and f.clock_skew_s is not None and abs(f.clock_skew_s) > max_skew_s:
             skew = f"[red]{skew}[/]"
-        result = "[green]ok[/]" if res.ok else f"[red]{escape(res.reason or 'failed')}[/]"
+        result = "[green]ok[/]" if res.ok else f"[red]{plain(res.reason or 'failed')}[/]"
         if res.ok and res.warnings:
             result = f"[yellow]ok ({plural(len(res.warnings), 'warning')})[/]"
         rows.append(
             [
                 res.host,
-                escape(_vendor_cell(site, res)),
-                escape(dash(f.serial if f else None)),
-                dash(f.provisioning_mac if f else None),
+                plain(_vendor_cell(site, res)),
+                plain(dash(f.serial if f else None)),
+                plain(dash(f.provisioning_mac if f else None)),
                 str(len(f.nics)) if f else "-",
                 str(len(f.drives)) if f else "-",
-                escape(dash(f.bmc_firmware if f else None)),
+                plain(dash(f.bmc_firmware if f else None)),
                 skew,
                 result,
             ]
@@ -188,7 +194,7 @@ def discover(
         hosts = [explain]
     selected = _select(s, hosts, rack, required=bool(explain))
     store = StateStore.for_site(s)
-    with store.orchestrator_lock("discover"):
+    with holding(store, f"provision discover --site {s.name}", selected) as selected:
         selected = _skip_maintenance(store, selected, force=False)
         show_bar = is_tty() and not as_json
         with Progress(
@@ -243,7 +249,7 @@ def _explain(results: Sequence[DiscoveryResult], as_json: bool) -> None:
             print_json({"host": res.host, "ok": res.ok, "reason": res.reason,
                         "error": res.error, **data})
         elif res.facts is None:
-            err.print(f"[red]{res.host}[/] {res.reason}: {res.error}")
+            err.print(f"[red]{res.host}[/] {res.reason}: {plain(res.error)}")
         else:
             print_explanation(console, err, res.host, data)
 
@@ -258,7 +264,7 @@ def _action_table(title: str, results: Sequence[ActionResult]) -> Table:
     for res in results:
         if res.ok:
             detail = res.detail + ("; " + "; ".join(res.warnings) if res.warnings else "")
-            table.add_row(res.host, "[green]ok[/]", detail)
+            table.add_row(res.host, "[green]ok[/]", plain(detail))
         else:
             table.add_row(res.host, f"[red]{res.reason}[/]", plain(res.error or ""))
     return table
@@ -298,7 +304,7 @@ def power(
         return
     action = PowerAction(command.value)
     store = StateStore.for_site(s)
-    with store.orchestrator_lock(f"power {command.value}"):
+    with holding(store, f"provision power {command.value} --site {s.name}", selected) as selected:
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(s, selected, power_operation(action, wait_s=wait),
                                max_parallel=parallel)
@@ -331,7 +337,7 @@ def boot(
     s = load_site(site_name(site))
     selected = _select(s, hosts, rack, required=True)
     store = StateStore.for_site(s)
-    with store.orchestrator_lock(f"boot {target.value}"):
+    with holding(store, f"provision boot {target.value} --site {s.name}", selected) as selected:
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(
             s, selected,

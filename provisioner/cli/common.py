@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from provisioner.cli import help_style
+
+if TYPE_CHECKING:
+    from provisioner.inventory import Host
+    from provisioner.state import StateStore
 
 DEFAULT_SITE = "lab"
 help_style.install()
@@ -37,3 +44,17 @@ def site_name(value: str | None) -> str:
 def print_json(data: Any) -> None:
     """Write ``data`` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+
+
+@contextmanager
+def holding(store: StateStore, command: str, hosts: Sequence[Host]) -> Iterator[list[Host]]:
+    """Lock ``hosts`` for a per-host command; yield those held, and say on stderr which hosts
+    another run holds (they are left out; SiteLocked, exit 4, when all are)."""
+    from provisioner.cli.errors import err_console
+
+    with store.hold(command, [h.name for h in hosts]) as lease:
+        for name, holder in lease.busy.items():
+            line = Text("skipped", style="yellow")
+            line.append(f" {name}: in use by {holder}")
+            err_console.print(line)
+        yield [h for h in hosts if h.name not in lease.busy]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from provisioner.redfish.logsafe import RedactingFilter
+from provisioner.http_policy.logsafe import RedactingFilter
+from provisioner.safetext import terminal
 
 
 class _StderrHandler(logging.Handler):
@@ -17,7 +18,8 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(self.format(record) + "\n")
+            # a BMC's or host's words in a log line act on no terminal
+            sys.stderr.write(terminal(self.format(record), newlines=True) + "\n")
         except Exception:
             self.handleError(record)
 

@@ -7,18 +7,19 @@ from contextlib import ExitStack
 from typing import IO, Literal
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from provisioner import events
 from provisioner.cli.common import SiteOption, console, print_json, site_name
-from provisioner.cli.errors import err_console, exit_with, handle_errors
+from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
 from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
 from provisioner.deploy.base import backend_class
 from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
 from provisioner.inventory import Host, Site, load_site
-from provisioner.state import StateStore
+from provisioner.safetext import terminal
+from provisioner.state import Lease, StateStore
 from provisioner.wording import plural
 from provisioner.workflow.bmc_access import open_bmc
 from provisioner.workflow.configure import repo_root
@@ -83,7 +84,7 @@ def summary_table(result: RackResult) -> Table:
         table.add_row(
             r.host,
             f"[{colours.get(outcome, 'cyan')}]{outcome}[/]",
-            escape(reason),
+            plain(reason),
             str(r.attempts or ""),
             f"{total:.0f}s" if total else "",
         )
@@ -107,12 +108,14 @@ def summary_line(result: RackResult) -> str:
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
     """Say what a run would do, changing nothing (the backend's own plan when it has one)."""
     plan = plan_rack(site, hosts, options, _QuietReporter())
-    todo, skipped, wave, backend_plan = plan.todo, plan.skipped, plan.wave, plan.backend_plan
+    hp, wave, backend_plan = plan.hosts, plan.wave, plan.backend_plan
     if as_json:
         print_json(
             {
-                "deploy": [h.name for h in todo],
-                "skip": {r.host: r.reason for r in skipped},
+                "deploy": [h.name for h in hp.install],
+                "configure": [h.name for h in hp.configure],
+                "skip": hp.skipped,
+                "needs_consent": hp.consent,
                 "wave": {
                     "size": wave.size,
                     "streams": wave.streams,
@@ -124,13 +127,15 @@ def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool)
         )
         return
     verb = "re-image" if options.reimage else "deploy"
-    console.print(f"dry run: would {verb} {plural(len(todo), 'host')}, {wave.summary}")
-    for h in todo:
+    console.print(f"dry run: would {verb} {plural(len(hp.install), 'host')}, {wave.summary}")
+    for h in hp.install:
         console.print(f"  {verb}: {h.name}")
-    for r in skipped:
-        console.print(f"  skip: {r.host} ({r.reason})")
-    if backend_plan is not None:
-        console.print(backend_plan.render())
+    for h in hp.configure:
+        console.print(f"  configure only: {h.name} ({plain(hp.resumed[h.name])})")
+    for name, why in hp.skipped.items():
+        console.print(f"  skip: {name} ({plain(why)})")
+    if backend_plan is not None:  # plain text holding what MAAS says: never read as markup
+        console.print(Text(terminal(backend_plan.render(), newlines=True)))
 
 
 def _run(
@@ -141,29 +146,49 @@ def _run(
     as_json: bool,
     dry_run: bool = False,
     events_to: str | None = None,
-    held: StateStore | None = None,
+    lease: Lease | None = None,
 ) -> None:
-    """Deploy ``hosts``; ``held`` is the site's store when the caller already holds its lock."""
+    """Run ``hosts`` through the rack runner; ``lease`` holds them when the caller locked them
+    already (reimage asks first), else they are locked here (busy ones are left out)."""
     if dry_run:
         _dry_run(site, hosts, options, as_json)
         return
     backend_cls = backend_class(site.settings.deploy_backend)
     backend = backend_cls()
-    store = held or StateStore.for_site(site)
+    store = StateStore.for_site(site)
     with ExitStack() as stack:
-        if held is None:
-            stack.enter_context(store.orchestrator_lock(command))
-        view = _view([h.name for h in hosts], as_json)
+        if lease is None:
+            lease = stack.enter_context(store.hold(command, [h.name for h in hosts]))
+        runner = RackRunner(site, store, backend, open_bmc=open_bmc, reporter=EventReporter(),
+                            options=options, lease=lease)  # fmt: skip
+        if not options.reinstall and not options.reimage:
+            _ask_to_reinstall(runner, hosts)
+        view = _view([h.name for h in hosts if h.name not in lease.busy], as_json)
         extra = [JsonLinesSink(_events_stream(events_to, as_json, stack))] if events_to else []
         stack.enter_context(events.sinks(view, *extra))
-        runner = RackRunner(
-            site, store, backend, open_bmc=open_bmc, reporter=EventReporter(), options=options
-        )
         with view:
             result = runner.run(hosts)
     _summary(result, as_json)
     if result.failed:
         exit_with(ExitCode.PARTIAL_FAILURE)
+
+
+def _ask_to_reinstall(runner: RackRunner, hosts: list[Host]) -> None:
+    """Hosts that were configured are reinstalled only with consent: asked on a terminal; left
+    out (with --reinstall named in their reason) otherwise."""
+    consent = runner.plan(hosts).consent
+    if not consent or not _can_ask():
+        return
+    err_console.print(
+        f"{plural(len(consent), 'host')} would be reinstalled (root disk wiped) although "
+        f"{'it was' if len(consent) == 1 else 'they were'} configured:"
+    )
+    for name, why in consent.items():
+        err_console.print(f"  {name}  ({plain(why)})")
+    if _confirm("Reinstall them?"):
+        runner.options.reinstall = True
+    else:
+        err_console.print("left as they are; the other hosts go on")
 
 
 def _events_stream(target: str, as_json: bool, stack: ExitStack) -> IO[str]:
@@ -192,7 +217,7 @@ def _view(hosts: list[str], as_json: bool) -> LiveView | PlainView:
 
 class _QuietReporter:
     def phase(self, host: str, phase: str, message: str) -> None:
-        print(f"{host}: {phase}: {message}", file=sys.stderr)
+        print(terminal(f"{host}: {phase}: {message}"), file=sys.stderr)
 
     def finished(self, result: HostResult) -> None:
         pass
@@ -241,13 +266,17 @@ def rack(
         False, "--no-ssh-wait", help="Do not wait for SSH after the install (e.g. no route to hosts)."
     ),
     force: bool = typer.Option(False, "--force", help="Also deploy hosts in maintenance."),
+    reinstall: bool = typer.Option(
+        False, "--reinstall",
+        help="Also reinstall hosts that were configured before they failed (asked on a terminal)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
     events_to: str | None = EventsOption,
 ) -> None:
     """Install every (or the named) host of a rack: discover, PXE, install, boot, SSH, site.yml.
 
-    Hosts already deployed are skipped, so re-running resumes. Exit code 3 if any host failed.
+    Each host continues from the step it finished: configured hosts are skipped, installed ones
+    only configured. Exit code 3 if any host failed.
     """
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack_name)
@@ -257,6 +286,7 @@ def rack(
         configure=not skip_configure,
         wait_ssh=not no_ssh_wait,
         force=force,
+        reinstall=reinstall,
         playbooks=_playbooks(playbook),
     )
     _run(s, selected, options, f"provision rack --site {s.name}", as_json, dry_run, events_to)
@@ -274,6 +304,10 @@ def reimage(
     playbook: list[str] = PlaybookOption,
     no_ssh_wait: bool = typer.Option(False, "--no-ssh-wait", help="Do not wait for SSH."),
     force: bool = typer.Option(False, "--force", help="Also hosts in maintenance."),
+    restart: bool = typer.Option(
+        False, "--restart",
+        help="Install again also hosts whose interrupted re-image got past the install "
+        "(by default they only get site.yml)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
     events_to: str | None = EventsOption,
@@ -301,6 +335,7 @@ def reimage(
         configure=not skip_configure,
         wait_ssh=not no_ssh_wait,
         reimage=True,
+        restart=restart,
         force=force,
         playbooks=_playbooks(playbook),
     )
@@ -308,27 +343,53 @@ def reimage(
     if dry_run:
         _run(s, selected, options, command, as_json, dry_run=True)
         return
-    if not yes and not _can_ask():
-        # without a terminal (CI, cron) nobody can answer: say how to confirm, wipe nothing
-        raise InputError(
-            f"re-imaging {plural(len(selected), 'host')} wipes their root disks and needs "
-            "confirmation, but there is no terminal to ask on; nothing was done",
-            hint="pass --yes (-y) to confirm without a prompt",
-        )
     store = StateStore.for_site(s)
-    # the lock first: a locked site is refused before anything is announced or asked
-    with store.orchestrator_lock(command):
+    # the hosts' locks first: a host in use is refused before anything is announced or asked
+    with store.hold(command, [h.name for h in selected]) as lease:
+        for name, holder in lease.busy.items():
+            err_console.print(f"not re-imaging {name}: in use by {plain(holder)}")
+        runner = RackRunner(s, store, backend_class(s.settings.deploy_backend)(), open_bmc=None,
+                            reporter=_QuietReporter(), options=options, lease=lease)  # fmt: skip
+        plan = runner.plan(selected)
+        wipe = [h for h in selected if h in plan.install]
+        if wipe and not yes and not _can_ask():
+            # without a terminal (CI, cron) nobody can answer: say how to confirm, wipe nothing
+            raise InputError(
+                f"re-imaging {plural(len(wipe), 'host')} wipes their root disks and needs "
+                "confirmation, but there is no terminal to ask on; nothing was done",
+                hint="pass --yes (-y) to confirm without a prompt",
+            )
         # on stderr, so that --json keeps stdout machine-readable
-        err_console.print(
-            f"{plural(len(selected), 'host')} will have the root disk wiped and reinstalled "
-            "(data disks are kept):"
-        )
-        for h in selected:
+        if wipe:
+            err_console.print(
+                f"{plural(len(wipe), 'host')} will have the root disk wiped and reinstalled "
+                "(data disks are kept):"
+            )
+        for h in wipe:
             err_console.print(f"  {h.name}  (rack {h.rack} U{h.u}, BMC {h.bmc.address})")
-        if not yes and not _confirm("Proceed?"):
+        for h in plan.configure:
+            err_console.print(f"  {h.name}: {plain(plan.resumed[h.name])} (--restart installs it again)")
+        if wipe and not yes and not _confirm("Proceed?"):
             err_console.print("nothing done: no host was touched")
             return
-        _run(s, selected, options, command, as_json, events_to=events_to, held=store)
+        _run(s, selected, options, command, as_json, events_to=events_to, lease=lease)
+
+
+@handle_errors
+def configure(
+    hosts: list[str] = typer.Argument(None, help="Host names or globs (default: every host)."),
+    site: str | None = SiteOption,
+    rack_name: str | None = typer.Option(None, "--rack", help="Only this rack."),
+    playbook: list[str] = PlaybookOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be done; change nothing."),
+    events_to: str | None = EventsOption,
+) -> None:
+    """Run site.yml on installed hosts that have not had it (a run cut short): keys, then site.yml."""
+    s = load_site(site_name(site))
+    selected = s.select(hosts or None, rack_name)
+    options = RackOptions(configure_only=True, playbooks=_playbooks(playbook))
+    _run(s, selected, options, f"provision configure --site {s.name}", as_json, dry_run, events_to)
 
 
 def _can_ask() -> bool:
@@ -364,3 +425,4 @@ def register(app: typer.Typer) -> None:
     """Add the deploy commands."""
     app.command("rack")(rack)
     app.command("reimage")(reimage)
+    app.command("configure")(configure)

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from provisioner.exceptions import ExitCode, ProvisionerError
+from provisioner.safetext import terminal
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,15 +24,16 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def plain(text: object) -> str:
-    """``text`` made safe to embed in a Rich markup string (brackets escaped)."""
-    return escape(str(text))
+    """``text`` made safe to embed in a Rich markup string: controls, bidi and invisible
+    characters written as escapes (provisioner/safetext.py), brackets escaped."""
+    return escape(terminal(text))
 
 
 def print_error(exc: BaseException | str, *, label: str = "error") -> None:
     """Print ``label: message`` on stderr; the message is printed as text, never as markup."""
     line = Text(f"{label}:", style="bold red")
     line.append(" ")
-    line.append(str(exc))
+    line.append(terminal(exc, newlines=True))
     err_console.print(line)
 
 

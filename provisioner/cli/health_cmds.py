@@ -7,11 +7,16 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    holding,
+    print_json,
+    site_name,
+)
 from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode, NotReady
@@ -25,17 +30,16 @@ from provisioner.health.service import capture_topology as capture_topology_of
 from provisioner.health.service import (
     golden_hosts,
     incidents,
+    incidents_of,
     latest_report,
     remedy_of,
     run_site_health,
 )
 from provisioner.health.ticket import render_text, work_order
 from provisioner.inventory import Host, Site, load_site
+from provisioner.safetext import terminal
 from provisioner.state import NodeState, StateStore
 from provisioner.wording import plural
-
-_VERDICT_COLOUR = {Verdict.GOLDEN: "bold green", Verdict.HEALTHY: "green",
-                   Verdict.NEEDS_ATTENTION: "red"}
 
 
 def report_document(rep: HostReport) -> dict[str, object]:
@@ -48,25 +52,34 @@ def report_document(rep: HostReport) -> dict[str, object]:
     }
 
 
-def _table(reports: list[HostReport], title: str, width: int = 80) -> Table:
-    cols = (
-        Col("host"),
-        Col("verdict"),
-        Col("remedy", priority=1),
-        Col("failing / warning checks", wrap=True),
-        Col("streak", priority=2, justify="right"),
-    )
-    rows = []
-    for rep in reports:
-        colour = _VERDICT_COLOUR[rep.verdict]
-        bad = [f"[red]{r.id}[/]" if r.status in (Status.FAIL, Status.ERROR) else f"[yellow]{r.id}[/]"
-               for r in rep.results if r.status in (Status.FAIL, Status.ERROR, Status.WARN)]
-        remedy = rep.remedy.kind.value if rep.verdict is Verdict.NEEDS_ATTENTION else ""
-        if remedy and rep.remedy.part:
-            remedy += f": {rep.remedy.part}"
-        rows.append([rep.host, f"[{colour}]{rep.verdict.value}[/]", escape(dash(remedy)),
-                     ", ".join(bad) or "-", str(rep.clean_streak)])
-    return fit_table(title, cols, rows, width=width)
+MAX_FINDING_LINES = 8  # per check; the rest are in --json and `provision ticket`
+
+
+def failure_lines(rep: HostReport) -> list[str]:
+    """What needs doing on a host, one line per failing finding (each GPU, link, result)."""
+    out = []
+    for r in rep.failed:
+        findings = [f for f in r.findings if f.failing]
+        if not findings:
+            part = f" [{r.remedy.part}]" if r.remedy.part else ""
+            out.append(f"  {rep.host}: {r.id}: {r.summary} -> {r.remedy.kind.value}{part}")
+            continue
+        for f in findings[:MAX_FINDING_LINES]:
+            out.append(f"  {rep.host}: {r.id}: {f.summary} -> {f.remedy.value}")
+        if len(findings) > MAX_FINDING_LINES:
+            out.append(f"  {rep.host}: {r.id}: ... and {len(findings) - MAX_FINDING_LINES} more "
+                       f"(provision ticket {rep.host})")
+    return out
+
+
+def host_line(rep: HostReport, width: int = 80) -> str:
+    """One host's verdict as it finishes: name, verdict, remedy and the checks that are not
+    clean, cut to the terminal width (the details follow, and `provision ticket` has all)."""
+    bad = [r.id for r in rep.results if r.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+    remedy = rep.remedy.kind.value if rep.verdict is Verdict.NEEDS_ATTENTION else ""
+    line = f"{rep.host:<20} {rep.verdict.value:<15} {remedy:<9} {', '.join(bad) or '-'}"
+    line = plain(line.rstrip())
+    return line if len(line) <= width else line[: max(10, width - 1)] + "…"
 
 
 def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
@@ -82,7 +95,7 @@ def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
         console.print(f"wrote {path}: {len(manifest.gpus)} GPU(s), {len(manifest.pcie)} PCIe "
                       f"device(s), {len(manifest.nics)} NIC(s); review it and commit it")
         for doubt in doubts:
-            console.print(f"  check the golden host: {doubt}")
+            console.print(f"  check the golden host: {plain(doubt)}")
 
 
 @handle_errors
@@ -100,7 +113,7 @@ def health(
     skip: list[str] = typer.Option(None, "--skip", help="Check id to leave out (repeatable)."),
     capture_topology: bool = typer.Option(
         False, "--capture-topology",
-        help="Save HOST's layout as topology/PROFILE.yml."),
+        help="Save HOST's layout as .provisioner/topology/PROFILE.yml in the site folder."),
 ) -> None:
     """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
     s = load_site(site_name(site))
@@ -109,38 +122,48 @@ def health(
         _capture(s, selected, as_json)
         return
     store = StateStore.for_site(s)
-    with store.orchestrator_lock("provision health"), Progress(
+    width = console.width
+
+    def checked(rep: HostReport) -> None:
+        # Streamed as each host finishes: a JSON line, or one line of text (80 columns).
+        if as_json:
+            sys.stdout.write(json.dumps(report_document(rep)) + "\n")
+            sys.stdout.flush()
+        else:
+            console.print(host_line(rep, width), highlight=False, soft_wrap=True)
+
+    with holding(store, f"provision health --site {s.name}", selected) as selected, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err_console, transient=True, disable=not is_tty(),
     ) as progress:
         task = progress.add_task("checking", total=len(selected))
+
+        def on_checked(rep: HostReport) -> None:
+            progress.update(task, advance=1, description=f"checked {rep.host}")
+            checked(rep)
+
         summary = run_site_health(
             s, selected, store, deep=deep, any_state=any_state, publish=textfile, skip=skip,
-            on_checked=lambda rep: progress.update(task, advance=1, description=f"checked {rep.host}"),
+            on_checked=on_checked,
         )
     if junit is not None:
         write_atomic(junit, render_junit(summary.reports))
     if as_json:
-        for rep in summary.reports:
-            sys.stdout.write(json.dumps(report_document(rep)) + "\n")
         for name, why in summary.skipped.items():
-            err_console.print(f"skipped {name}: {why} (use --any-state to check it anyway)")
+            err_console.print(f"skipped {name}: {plain(why)} (use --any-state to check it anyway)")
     else:
-        if summary.reports:
-            console.print(_table(summary.reports, f"site {s.name}: health run {summary.run_id}",
-                                 console.width))
         for rep in summary.needs_attention:
-            for r in rep.failed:
-                part = f" [{r.remedy.part}]" if r.remedy.part else ""
-                console.print(f"  {rep.host}: {r.id}: {plain(r.summary)} -> {r.remedy.kind.value}{plain(part)}")
+            for line in failure_lines(rep):
+                console.print(plain(line))
         for name, why in summary.skipped.items():
-            console.print(f"  skipped {name}: {why} (use --any-state to check it anyway)")
+            console.print(f"  skipped {name}: {plain(why)} (use --any-state to check it anyway)")
         for name, why in summary.textfile_problems.items():
-            console.print(f"  textfile not written on {name}: {why}")
+            console.print(f"  textfile not written on {name}: {plain(why)}")
         counts = {v: sum(r.verdict is v for r in summary.reports) for v in Verdict}
         console.print(
-            f"{counts[Verdict.GOLDEN]} golden, {counts[Verdict.HEALTHY]} healthy, "
-            f"{counts[Verdict.NEEDS_ATTENTION]} need attention, {len(summary.skipped)} skipped"
+            f"site {s.name}, health run {summary.run_id}: {counts[Verdict.GOLDEN]} golden, "
+            f"{counts[Verdict.HEALTHY]} healthy, {counts[Verdict.NEEDS_ATTENTION]} need attention, "
+            f"{len(summary.skipped)} skipped"
         )
     if summary.needs_attention:
         exit_with(ExitCode.PARTIAL_FAILURE)
@@ -161,10 +184,10 @@ def hosts_cmd(
     """List hosts with their state and last health verdict (--golden: only the fit ones)."""
     s = load_site(site_name(site))
     names = [h.name for h in s.select(hosts or None)]
-    store = StateStore.for_site(s)
-    store.ensure_hosts(names)
-    records = {r.name: r for r in store.all()}
+    store = StateStore.for_site(s, readonly=True)  # a read command: never writes or waits
+    records = {r.name: r for r in store.records(names)}
     golden_set = {n for n, _ in golden_hosts(store, names)} if golden else None
+    counts = incidents_of(store, names)
     rows = []
     for name in names:
         rec = records[name]
@@ -177,7 +200,7 @@ def hosts_cmd(
         h = rec.facts.get("health", {})
         rows.append({"host": name, "state": rec.state.value, "verdict": h.get("verdict"),
                      "clean_streak": h.get("clean_streak"), "remedy": (h.get("remedy") or {}).get("kind"),
-                     "incidents_30d": incidents(store, name) if h else 0,
+                     "incidents_30d": counts.get(name, 0) if h else 0,
                      "last_run": h.get("run_id"), "reason": rec.reason})
     if as_json:
         print_json(rows)
@@ -196,7 +219,7 @@ def hosts_cmd(
         Col("reason", priority=1, wrap=True),
     )
     keys = ("host", "state", "verdict", "clean_streak", "remedy", "incidents_30d", "reason")
-    cells = [[escape(dash(row[k])) for k in keys] for row in rows]
+    cells = [[plain(dash(row[k])) for k in keys] for row in rows]
     title = f"site {s.name}: {plural(len(rows), 'host')}"
     print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
@@ -211,8 +234,7 @@ def ticket(
     """A repair work order for a failed host: host, serials, slot/component, evidence."""
     s = load_site(site_name(site))
     h = s.host(host)
-    store = StateStore.for_site(s)
-    store.ensure_hosts([host])
+    store = StateStore.for_site(s, readonly=True)
     rep = latest_report(store, host)
     if rep is None:
         raise NotReady(f"no health run recorded for {host}",
@@ -228,7 +250,10 @@ def ticket(
     facts = store.get(host).facts
     wo = work_order(rep, site=s.name, location=location, host_serial=facts.get("serial"),
                     bmc=h.bmc.address, incidents_30d=incidents(store, host))
-    text = wo.model_dump_json(indent=2) + "\n" if as_json else render_text(wo)
+    # what hosts and BMCs wrote (evidence, serials) reaches no terminal as controls: JSON with
+    # every non-ASCII character escaped, text with controls written as escapes
+    text = (json.dumps(wo.model_dump(mode="json"), indent=2) + "\n" if as_json
+            else terminal(render_text(wo), newlines=True))
     if output is not None:
         write_atomic(output, text)
     sys.stdout.write(text)

@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import err_console, exit_with, handle_errors
+from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Site, load_site
 from provisioner.inventory.ansible_view import ansible_inventory
+from provisioner.safetext import terminal, xml_tree
 from provisioner.wording import plural
 
 inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<site>/site.yml).")
@@ -31,8 +31,9 @@ def check(
         None, "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI)."
     ),
 ) -> None:
-    """Validate site files: schema, names, U positions, BMCs, networks, address plan, and that
-    the CA bundles and secret files they name can be read.
+    """Validate site files: schema, names, U positions, BMCs, networks, address plan, that
+    the CA bundles and secret files they name can be read, and that Ansible can use the site
+    folder as its inventory (ansible-inventory --list).
 
     Every site named is checked, even after one fails; the exit code is the worst one.
     """
@@ -40,13 +41,14 @@ def check(
     for name in sites or [site_name(None)]:
         try:
             s = load_site(name, check_files=True)
+            _check_ansible_view(s)
         except ProvisionerError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+            err_console.print(f"[bold red]error:[/] {plain(exc)}")
             results.append((name, exc))
             continue
         _warn_unverified(s)
         console.print(
-            f"[green]ok[/]: site {s.name!r} ({escape(str(s.path))}): "
+            f"[green]ok[/]: site {plain(repr(s.name))} ({plain(s.path)}): "
             f"{plural(len(s.racks), 'rack')}, {plural(len(s.hosts), 'host')}, "
             f"{plural(len(s.networks), 'network')}, {plural(len(s.profiles), 'profile')}"
         )
@@ -56,6 +58,15 @@ def check(
     codes = [int(exc.exit_code) for _, exc in results if exc is not None]
     if codes:
         exit_with(max(codes))
+
+
+def _check_ansible_view(s: Site) -> None:
+    """What Ansible fails on fails here (a folder in the site directory it cannot parse)."""
+    from provisioner.workflow.ansible_view_check import check_ansible_view
+
+    view = check_ansible_view(s.path.parent)
+    if not view.ran:
+        err_console.print(Text(terminal(f"warning: {view.note}"), style="yellow"))
 
 
 def _warn_unverified(s: Site) -> None:
@@ -87,7 +98,7 @@ def check_junit(results: list[tuple[str, ProvisionerError | None]]) -> str:
         if exc is not None:
             el = ET.SubElement(case, "failure", message=str(exc).splitlines()[0], type="invalid")
             el.text = str(exc)
-    ET.indent(root)
+    ET.indent(xml_tree(root))
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
@@ -148,10 +159,10 @@ def show(
                 h.name,
                 h.rack,
                 str(h.u),
-                escape(h.profile.name),
-                escape(bmc),
+                plain(h.profile.name),
+                plain(bmc),
                 *(dash(h.addresses.get(n)) for n in nets),
-                dash(h.provisioning_mac),
+                plain(dash(h.provisioning_mac)),
             ]
         )
     title = f"site {s.name}: {plural(len(hosts), 'host')}"

@@ -43,6 +43,9 @@ COMMANDS: dict[str, Lazy] = {
     "maintenance": Lazy("provisioner.cli.state_cmds:register",
                         "Put hosts into maintenance (nothing touches them without --force), "
                         "or take them out."),
+    "state": Lazy("provisioner.cli.state_cmds:state_app",
+                  "The site's state file: check it, back it up, restore a backup, prune old "
+                  "history."),
     "discover": Lazy("provisioner.cli.bmc_cmds:register",
                      "Read every BMC at once: serials, NICs and the provisioning MAC, disks, "
                      "clocks, firmware."),
@@ -57,6 +60,9 @@ COMMANDS: dict[str, Lazy] = {
     "reimage": Lazy("provisioner.cli.deploy_cmds:register",
                     "Reinstall the named hosts (root disk only: data disks and ZFS pools are "
                     "kept)."),
+    "configure": Lazy("provisioner.cli.deploy_cmds:register",
+                      "Run site.yml on installed hosts that have not had it (a run cut short): "
+                      "keys, then site.yml."),
     "health": Lazy("provisioner.cli.health_cmds:register",
                    "Check hosts over SSH, record the results, and say which need attention "
                    "(exit 3 if any)."),
@@ -75,6 +81,9 @@ COMMANDS: dict[str, Lazy] = {
                  "BIOS baselines: the attributes each host must have, and who drifts."),
     "inventory": Lazy("provisioner.cli.inventory_cmds:register",
                       "Check and show the rack inventory (inventory/<site>/site.yml)."),
+    "ironic": Lazy("provisioner.cli.ironic_cmds:ironic_app",
+                   "A site's hosts in OpenStack Ironic: enrol them, list their nodes, undeploy "
+                   "them."),
     "lab": Lazy("provisioner.cli.lab_cmds:register",
                 "The virtual lab: qemu VMs with Redfish BMCs in a private network namespace "
                 "(needs root). Its site is `lab`: `provision ... --site lab`."),

@@ -12,7 +12,6 @@ import time
 from types import TracebackType
 
 from rich.console import Console, RenderableType
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
@@ -23,7 +22,9 @@ from rich.progress import (
 )
 from rich.table import Column
 
+from provisioner.cli.errors import plain
 from provisioner.events import Event, emit
+from provisioner.safetext import terminal
 from provisioner.workflow.rack import HostResult
 
 # A host's phases in the order a run goes through them, each with its rough share of a host's
@@ -105,7 +106,7 @@ class PlainView:
         line = self.line(event)
         if line is not None:
             with self._lock:
-                self._console.print(line, markup=False, highlight=False)
+                self._console.print(terminal(line), markup=False, highlight=False)
 
     @staticmethod
     def line(event: Event) -> str | None:
@@ -203,7 +204,7 @@ class LiveView:
 
     def _handle(self, event: Event) -> None:
         # task names and tool output may hold "[...]": shown as text, never read as markup
-        kind, text = event.kind, escape(event.message)
+        kind, text = event.kind, plain(event.message)
         if kind == "phase":
             self._prepared()
             colour = COLOURS.get(event.phase, "cyan")
@@ -226,7 +227,7 @@ class LiveView:
         elif kind == "output" and self._stage is not None:
             self._progress.update(self._stage, detail=f"{self._stage_text}: {text}")
         elif kind == "log":
-            self._progress.console.print(log_line(event), markup=False)
+            self._progress.console.print(terminal(log_line(event)), markup=False)
         elif kind == "task":
             for host, task in self._hosts.items():
                 if progress_at("configure") <= self._done.get(host, 0) < self._full:
@@ -249,13 +250,13 @@ class LiveView:
 
     def _stage_line(self, event: Event) -> None:
         if event.phase == "configure":  # a play of site.yml: the host lines show its progress
-            self._progress.update(self._overall, detail=escape(event.message))
+            self._progress.update(self._overall, detail=plain(event.message))
             return
         step, steps = event.data.get("step"), event.data.get("steps")
         name = "prepare".ljust(self._width)
         if self._stage is None:
             self._stage = self._progress.add_task(name, total=None, detail="")
-        self._stage_text = escape(event.message)
+        self._stage_text = plain(event.message)
         update: dict[str, object] = {"detail": self._stage_text}
         if steps and step is not None:
             update["total"], update["completed"] = steps, step

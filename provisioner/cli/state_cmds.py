@@ -1,17 +1,26 @@
-"""`provision status`, `provision history`, `provision maintenance`."""
+"""`provision status`, `provision history`, `provision maintenance` and `provision state ...`
+(check, backup, restore, prune: looking after the state file)."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
-from provisioner.cli.errors import handle_errors
+from provisioner.cli.errors import err_console, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
+from provisioner.exceptions import InputError, NotReady
 from provisioner.inventory import load_site
-from provisioner.state import NodeState, StateStore
+from provisioner.state import NodeState, StateStore, default_state_dir
+from provisioner.state.errors import damaged
+from provisioner.state.store import KEEP_DAYS, KEEP_RUNS
+from provisioner.state.upkeep import backup, restore, summarise
 from provisioner.wording import plural
+from provisioner.workflow.firmware_journal import in_flight
 
 
 @handle_errors
@@ -24,10 +33,9 @@ def status(
     """Show each host's state, its reason and last error."""
     s = load_site(site_name(site))
     selected = s.select(hosts or None)
-    store = StateStore.for_site(s)
-    store.ensure_hosts([h.name for h in s.hosts])
-    records = {r.name: r for r in store.all()}
-    rows = [records[h.name] for h in selected]
+    # read-only: never writes, never waits for a run, works in a read-only state directory
+    store = StateStore.for_site(s, readonly=True)
+    rows = store.records([h.name for h in selected])
     if as_json:
         print_json(
             [
@@ -52,8 +60,8 @@ def status(
             [
                 r.name,
                 state,
-                escape(dash(r.reason)),
-                escape(dash(r.last_error)),
+                plain(dash(r.reason)),
+                plain(dash(r.last_error)),
                 r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
             ]
         )
@@ -78,9 +86,9 @@ def history(
     """Show a host's event log (state changes, facts, deploy and health events)."""
     s = load_site(site_name(site))
     s.host(host)
-    store = StateStore.for_site(s)
-    store.ensure_hosts([host])
-    events = store.events(host, limit=limit)
+    store = StateStore.for_site(s, readonly=True)
+    known = {r.name for r in store.all()}
+    events = store.events(host, limit=limit) if host in known else []
     if as_json:
         print_json(
             [
@@ -103,14 +111,15 @@ def history(
         change = ""
         if e.to_state:
             change = f"{e.from_state.value if e.from_state else ''} -> {e.to_state.value}"
-        table.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.kind, change, e.message)
+        table.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.kind, change, plain(e.message))
     console.print(table)
 
 
 @handle_errors
 def maintenance(
     hosts: list[str] = typer.Argument(..., help="Host names or globs."),
-    off: bool = typer.Option(False, "--off", help="Take the hosts out of maintenance."),
+    off: bool = typer.Option(False, "--off", help="Take the hosts out of maintenance: each "
+                             "returns to the state it had."),
     reason: str = typer.Option("", "--reason", "-r", help="Why (kept in the history)."),
     site: str | None = SiteOption,
 ) -> None:
@@ -118,15 +127,136 @@ def maintenance(
     s = load_site(site_name(site))
     selected = s.select(hosts)
     store = StateStore.for_site(s)
-    store.ensure_hosts([h.name for h in selected])
-    target = NodeState.DISCOVERED if off else NodeState.MAINTENANCE
-    for h in selected:
-        rec = store.get(h.name)
-        if off and rec.state != NodeState.MAINTENANCE:
-            console.print(f"{h.name}: not in maintenance ({rec.state.value})")
-            continue
-        store.transition(h.name, target, reason=reason or ("back in service" if off else ""))
-        console.print(f"{h.name}: {rec.state.value} -> {target.value}")
+    verb = "maintenance --off" if off else "maintenance"
+    with store.hold(f"provision {verb} --site {s.name}", [h.name for h in selected]) as lease:
+        for name, holder in lease.busy.items():
+            err_console.print(f"skipped {name}: in use by {plain(holder)}")
+        store.ensure_hosts(lease.hosts)
+        flashing = {h.name: f for h in selected if not off and h.name not in lease.busy
+                    and (f := in_flight(store, h.name)) is not None}
+        for h in selected:
+            if h.name in lease.busy:
+                continue
+            if h.name in flashing:
+                err_console.print(f"refused {h.name}: a firmware update may still be running "
+                                  f"on its BMC ({plain(flashing[h.name].describe())})")
+                continue
+            rec = store.get(h.name)
+            if off and rec.state != NodeState.MAINTENANCE:
+                console.print(f"{h.name}: not in maintenance ({rec.state.value})")
+                continue
+            if off:
+                back, had = store.leave_maintenance(h.name, reason=reason)
+                note = "" if back.state is had else f" (its {had.value} was cut short)"
+                console.print(f"{h.name}: maintenance -> {back.state.value}{note}")
+                continue
+            store.transition(h.name, NodeState.MAINTENANCE, reason=reason)
+            console.print(f"{h.name}: {rec.state.value} -> maintenance")
+    if flashing:
+        raise NotReady(f"{', '.join(flashing)} not put in maintenance: an interrupted firmware "
+                       "update was left on the BMC", hint="run `provision firmware update "
+                       f"{' '.join(flashing)}`: it finds out what became of it (waiting for "
+                       "a task still running) and sends nothing twice")
+
+
+state_app = typer.Typer(
+    help="The site's state file: check it, back it up, restore a backup, prune old history.",
+    no_args_is_help=True,
+)
+
+
+@state_app.command("check")
+@handle_errors
+def state_check(
+    site: str | None = SiteOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Check the state file with SQLite's integrity check; exit 2 if it is damaged."""
+    s = load_site(site_name(site))
+    summary = summarise(StateStore.for_site(s, readonly=True))
+    if as_json:
+        print_json({"path": str(summary.path), "size_bytes": summary.size_bytes,
+                    "hosts": summary.hosts, "events": summary.events,
+                    "health_runs": summary.health_runs, "ok": not summary.problems,
+                    "problems": summary.problems})  # fmt: skip
+    else:
+        console.print(
+            f"{summary.path}: {summary.size_bytes / 2**20:.1f} MiB, "
+            f"{plural(summary.hosts, 'host')}, {plural(summary.events, 'event')}, "
+            f"{plural(summary.health_runs, 'health run')}"
+        )
+        for problem in summary.problems:
+            err_console.print(f"  {plain(problem)}")
+        console.print("damaged" if summary.problems else "ok: the file is whole")
+    if summary.problems:
+        raise damaged(summary.path, "; ".join(summary.problems[:3]), "trust its content")
+
+
+@state_app.command("backup")
+@handle_errors
+def state_backup(
+    dest: Path = typer.Argument(None, help="Backup file (default: <state dir>/<site>-<UTC "
+                                "time>.sqlite.bak)."),
+    site: str | None = SiteOption,
+) -> None:
+    """Copy the state file as one consistent snapshot, while runs go on."""
+    s = load_site(site_name(site))
+    store = StateStore.for_site(s, readonly=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = dest or store.path.with_name(f"{s.name}-{stamp}.sqlite.bak")
+    size = backup(store, target)
+    console.print(f"backed up {store.path} to {target} ({size / 2**20:.1f} MiB)")
+
+
+@state_app.command("restore")
+@handle_errors
+def state_restore(
+    source: Path = typer.Argument(..., help="A backup made by `provision state backup`."),
+    site: str | None = SiteOption,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Put a backup in place of the state file (kept aside, never deleted); needs the whole
+    site: refused while any run is going on."""
+    s = load_site(site_name(site))
+    if not source.is_file():
+        raise InputError(f"backup {source} not found", hint="give the file `state backup` wrote")
+    path = default_state_dir() / f"{s.name}.sqlite"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InputError("restoring replaces the site's state and needs confirmation",
+                             hint="pass --yes (-y)")
+        if not typer.confirm(f"replace {path} by {source}?", default=False):
+            console.print("nothing done")
+            return
+    kept = restore(path, s.name, source, f"provision state restore --site {s.name}")
+    console.print(f"restored {path} from {source}"
+                  + (f"; the file it replaced is kept as {kept}" if kept else ""))
+
+
+@state_app.command("prune")
+@handle_errors
+def state_prune(
+    site: str | None = SiteOption,
+    keep_runs: int = typer.Option(KEEP_RUNS, "--keep-runs", min=1, metavar="N",
+                                  help="Health runs kept whole per host."),
+    keep_days: float = typer.Option(KEEP_DAYS, "--keep-days", min=1, metavar="DAYS",
+                                    help="Verdicts and events (not state changes) kept this long."),
+    vacuum: bool = typer.Option(True, "--vacuum/--no-vacuum",
+                                help="Compact the file afterwards (needs room for a copy)."),
+) -> None:
+    """Drop old health results and events (state changes are kept forever), then compact."""
+    s = load_site(site_name(site))
+    store = StateStore.for_site(s)
+    report = store.prune(keep_runs=keep_runs, keep_days=keep_days)
+    console.print(
+        f"pruned: {plural(report.runs_summarised, 'health run')} kept as verdicts only, "
+        f"{plural(report.runs_deleted, 'health run')} and "
+        f"{plural(report.events_deleted, 'event')} older than {keep_days:g} days removed"
+    )
+    if vacuum:
+        shrunk = store.vacuum()
+        console.print(f"compacted: {store.path} is {store.size_bytes() / 2**20:.1f} MiB "
+                      f"({shrunk / 2**20:.1f} MiB freed)")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from provisioner.settings import DEFAULT_HOST_LINK_GBPS
 
@@ -47,15 +47,34 @@ class StreamStats:
 
 @dataclass
 class DeployRequest:
-    """Everything a backend needs to install one host."""
+    """Everything a backend needs to install one host.
+
+    ``mac`` is the port the host network-boots from (the site file's provisioning_mac, else
+    the profile's NIC rule over what discovery read). What discovery learned beyond it is
+    typed here for backends with their own controller: ``macs`` every Ethernet MAC of the
+    host (MAAS matches machines by any of them), ``system_path`` the host's Redfish
+    ComputerSystem (an Ironic node's ``redfish_system_id``; MAAS's ``node_id`` is its last
+    segment, ``system_id``), ``bmc_vendor`` the vendor the BMC reported ("dell", "hpe",
+    ..., "generic"). All stay empty when the run did not read the BMC.
+    """
 
     host: Host
-    mac: str  # provisioning MAC, discovered over Redfish
+    mac: str  # provisioning MAC
     method: DeployMethod = "image"
     bmc: BMC | None = None  # the embedded backend drives power/boot itself; MAAS drives its own
     attempt: int = 1
     timeout_s: float = 1800.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    macs: tuple[str, ...] = ()
+    system_path: str | None = None
+    bmc_vendor: str | None = None
+    user_data: str | None = None  # cloud-init user data instead of the site's own
+
+    @property
+    def system_id(self) -> str | None:
+        """The Id of the host's ComputerSystem (``Systems/<Id>``), when discovery read it."""
+        if not self.system_path:
+            return None
+        return self.system_path.rstrip("/").rsplit("/", 1)[-1] or None
 
 
 @dataclass
@@ -76,6 +95,10 @@ class DeployBackend(ABC):
     # True when deploy() drives the host's BMC itself (needs request.bmc, hence discovery);
     # False when the backend's own controller powers hosts (MAAS uses its Redfish driver).
     drives_power: ClassVar[bool] = True
+    # True when the backend runs its own services on this machine that two runs cannot both
+    # start (the embedded HTTP port, dnsmasq and its reservations): runs of one site then take
+    # turns with it (state/locks.py); False when a controller elsewhere deploys (MAAS).
+    one_per_site: ClassVar[bool] = False
 
     def image_streams(self, site: Site) -> int | None:
         """Image streams this backend's server admits at once; None when it does not gate them."""
@@ -124,7 +147,8 @@ def backend_class(name: str) -> type[DeployBackend]:
     # Import the built-in backends lazily so that their heavy dependencies load only when used.
     import importlib
 
-    for mod in ("provisioner.deploy.embedded", "provisioner.deploy.maas"):
+    for mod in ("provisioner.deploy.embedded", "provisioner.deploy.maas",
+                "provisioner.deploy.ironic"):
         try:
             importlib.import_module(mod)
         except ImportError as exc:  # pragma: no cover - only when a backend package is broken

@@ -14,6 +14,7 @@ from typing import Any
 from netaddr import AddrFormatError, IPAddress, IPNetwork, IPSet
 from pydantic import ValidationError
 
+from provisioner.bmc.bios_intents import CATALOGUE, check_written, is_intent
 from provisioner.exceptions import InventoryError
 from provisioner.inventory.addressing import (
     PlanError,
@@ -23,7 +24,15 @@ from provisioner.inventory.addressing import (
     smallest_prefix_for,
 )
 from provisioner.inventory.filecheck import check_referenced_files
-from provisioner.inventory.model import BMCRef, Host, HostProfile, Network, Rack, Site
+from provisioner.inventory.model import (
+    BiosSetting,
+    BMCRef,
+    Host,
+    HostProfile,
+    Network,
+    Rack,
+    Site,
+)
 from provisioner.inventory.spec import (
     NAME_RE,
     BMCSpec,
@@ -168,7 +177,7 @@ def _resolve(spec: SiteSpec, path: Path, lines: LineMap) -> Site:
             disks=p.disks,
             root_disk=p.root_disk,
             vars=dict(p.vars),
-            bios=dict(p.bios),
+            bios=_bios(p.bios, ("profiles", name, "bios"), lines),
             firmware=tuple(p.firmware),
         )
         for name, p in spec.profiles.items()
@@ -186,6 +195,23 @@ def _resolve(spec: SiteSpec, path: Path, lines: LineMap) -> Site:
         hosts=hosts,
         vars=dict(spec.vars),
     )
+
+
+def _bios(values: dict[str, Any], where: Path_, lines: LineMap) -> dict[str, BiosSetting]:
+    """A BIOS baseline with each value as written and where; intents (names with a hyphen)
+    must be known ones with one of their values."""
+    out = {}
+    for name, value in values.items():
+        path = (*where, name)
+        if is_intent(name):
+            problem = check_written(name, value)
+            if problem:
+                guess = suggest(name, list(CATALOGUE))
+                raise lines.error(path, problem, hint=(
+                    f"did you mean {guess!r}? " if guess and guess != name else "")
+                    + f"intents: {', '.join(CATALOGUE)} (docs/firmware.md)")
+        out[name] = BiosSetting(value, lines.text(path), str(lines.file), lines.line(path))
+    return out
 
 
 def _networks(spec: SiteSpec, lines: LineMap) -> dict[str, Network]:
@@ -460,7 +486,7 @@ def _host(ctx: _Context, claims: _Claims, slot: _Slot) -> Host:
         addresses=addresses,
         vars=dict(h.vars),
         line=ctx.lines.line(hpath),
-        bios={**profile.bios, **h.bios},
+        bios={**profile.bios, **_bios(h.bios, (*hpath, "bios"), ctx.lines)},
         firmware=merge_firmware(profile.firmware, h.firmware),
     )
     claims.host_addresses(hpath, name, addresses, own_bmc=bool(bmc.address))

@@ -12,7 +12,6 @@ from netaddr import IPAddress, IPNetwork
 
 from provisioner.exceptions import InputError
 from provisioner.inventory.spec import (
-    BiosValue,
     CredentialSpec,
     DiskSpec,
     FirmwareRequirement,
@@ -24,6 +23,7 @@ from provisioner.wording import suggest
 
 __all__ = [
     "BMCRef",
+    "BiosSetting",
     "Host",
     "HostProfile",
     "Network",
@@ -50,6 +50,25 @@ class Network:
 
 
 @dataclass(frozen=True)
+class BiosSetting:
+    """One entry of a BIOS baseline as the site file has it: the value YAML read, the plain
+    scalar as written where YAML typed it (``On`` is a boolean to YAML 1.1 and a word to a
+    BIOS enumeration), and where it is written."""
+
+    value: bool | int | str
+    written: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def where(self) -> str:
+        """``site.yml:12`` (or nothing, for an entry not read from a file)."""
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True)
 class HostProfile:
     """What a kind of host contains and how it is provisioned."""
 
@@ -64,7 +83,7 @@ class HostProfile:
     disks: DiskSpec | None
     root_disk: RootDiskHint | None
     vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    bios: dict[str, BiosValue] = field(default_factory=dict, hash=False, compare=False)
+    bios: dict[str, BiosSetting] = field(default_factory=dict, hash=False, compare=False)
     firmware: tuple[FirmwareRequirement, ...] = ()
 
 
@@ -111,7 +130,7 @@ class Host:
     addresses: dict[str, IPAddress] = field(hash=False, compare=False)
     vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     line: int | None = None  # where the host is declared in the site file
-    bios: dict[str, BiosValue] = field(default_factory=dict, hash=False, compare=False)
+    bios: dict[str, BiosSetting] = field(default_factory=dict, hash=False, compare=False)
     firmware: tuple[FirmwareRequirement, ...] = field(default=(), hash=False, compare=False)
 
 

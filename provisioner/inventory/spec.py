@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from provisioner.secrets import SecretRef
 from provisioner.settings.embedded import EmbeddedSettings
+from provisioner.settings.ironic import IronicSettings
 from provisioner.settings.maas import MAASSettings
 
 MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
@@ -108,7 +116,20 @@ class DiskSpec(Strict):
     data_model: str | None = None
 
 
-BiosValue = bool | int | str  # Redfish attribute values are enumerations, integers or booleans
+def _bios_scalar(value: Any) -> Any:
+    """One error that says what a BIOS value may be (not one per member of the union)."""
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, list | dict):
+        what = "a list" if isinstance(value, list) else "a mapping"
+        raise ValueError(f"a BIOS value is one word, whole number or true/false, not {what}")
+    what = "empty" if value is None else f"a {type(value).__name__}"
+    raise ValueError(f"a BIOS value is a word, a whole number or true/false, not {what}: "
+                     "quote it to keep it as text")
+
+
+# Redfish attribute values are enumerations, strings, integers or booleans.
+BiosValue = Annotated[bool | int | str, BeforeValidator(_bios_scalar)]
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -117,6 +138,8 @@ class FirmwareImage(Strict):
 
     url: str
     sha256: str
+    # its size: the fetch stops past it (default cap: 8 GiB)
+    size_bytes: int | None = Field(default=None, gt=0)
 
     @field_validator("sha256")
     @classmethod
@@ -308,9 +331,18 @@ class Settings(Strict):
     # a layer below the inventory so that the inventory never imports deploy/); absent: None.
     embedded: EmbeddedSettings | None = None
     maas: MAASSettings | None = None
+    ironic: IronicSettings | None = None
     health: dict[str, Any] = Field(default_factory=dict)
     expected_firmware: dict[str, Any] = Field(default_factory=dict)
     firmware_server: FirmwareServerSettings | None = None
+
+    @model_validator(mode="after")
+    def _ironic_block(self) -> Settings:
+        # the engine is elsewhere: without its address nothing could run, so say it at load
+        if self.deploy_backend == "ironic" and self.ironic is None:
+            raise ValueError("deploy_backend ironic needs settings.ironic (at least its url; "
+                             "see docs/ironic.md)")
+        return self
 
 
 class SiteSpec(Strict):

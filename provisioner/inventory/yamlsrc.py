@@ -26,9 +26,18 @@ class LineMap:
     def __init__(self, file: Path) -> None:
         self.file = file
         self._lines: dict[Path_, int] = {}
+        self._texts: dict[Path_, str] = {}
 
     def set(self, path: Path_, line: int) -> None:
         self._lines[path] = line
+
+    def set_text(self, path: Path_, text: str) -> None:
+        self._texts[path] = text
+
+    def text(self, path: Path_) -> str | None:
+        """A plain scalar as written, where YAML read it as something other than text
+        (``On`` is a boolean to YAML 1.1, an enumeration value to a BIOS)."""
+        return self._texts.get(tuple(path))
 
     def line(self, path: Path_) -> int | None:
         """Line of ``path`` or of its nearest ancestor that has one."""
@@ -146,7 +155,7 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
         loader.flatten_mapping(node)  # honours YAML merge keys (<<)
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _construct(loader, key_node, path, lines)
+            key = _construct(loader, key_node, path, lines, keep_text=False)
             if not isinstance(key, str | int):
                 raise InventoryError(
                     f"a key must be text, not {key!r:.40}",
@@ -171,10 +180,11 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
     return _construct(loader, node, path, lines)
 
 
-def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap) -> Any:
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap, *,
+               keep_text: bool = True) -> Any:
     """One scalar (or an aliased/complex node); a value no type can hold is an error at its line."""
     try:
-        return loader.construct_object(node, deep=True)
+        value = loader.construct_object(node, deep=True)
     except (ValueError, TypeError, OverflowError) as exc:
         # e.g. a 4,400-digit integer, `!!timestamp 2020-99-99`, an unhashable key inside a tag
         raise InventoryError(
@@ -184,6 +194,10 @@ def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: Lin
             key=dotted(path) or None,
             hint="quote it to keep it as text, or fix the number/date",
         ) from None
+    if keep_text and isinstance(node, yaml.ScalarNode) and node.style is None \
+            and not isinstance(value, str):
+        lines.set_text(path, node.value)
+    return value
 
 
 def _char(character: object) -> str:

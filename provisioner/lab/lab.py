@@ -22,8 +22,9 @@ from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
 from provisioner.lab.purge import describe, leftovers
 from provisioner.lab.purge import purge as purge_leftovers
+from provisioner.state.locks import SiteLocks
 from provisioner.state.states import NodeState
-from provisioner.state.store import StateStore
+from provisioner.state.store import StateStore, default_state_dir
 
 DEFAULTS: dict[str, Any] = {"hosts": 2, "disks": 3, "firmware": "bios", "memory_mib": 1024}
 _KNOBS = ("hosts", "disks", "firmware", "memory_mib")
@@ -192,10 +193,21 @@ def lab_lock(plan: LabPlan) -> Iterator[None]:
         fh.close()
 
 
+@contextmanager
+def _whole_site(command: str) -> Iterator[None]:
+    """Hold the lab site whole: rebuilding or removing its VMs and rewriting its site file
+    under a `provision rack` (or health, power...) of the lab would pull hosts from under it."""
+    lease = SiteLocks(default_state_dir(), sitegen.SITE_NAME).acquire(command, site_wide=True)
+    try:
+        yield
+    finally:
+        lease.release()
+
+
 def up(plan: LabPlan) -> LabStatus:
     """Build the lab described by ``plan``, or repair it; a second call changes nothing."""
     daemons.require_tools(plan.firmware)
-    with lab_lock(plan):
+    with lab_lock(plan), _whole_site("provision lab up"):
         # Both refusals come before anything is built, so a refused lab leaves nothing.
         network.check_conflicts(plan)
         sitegen.check_site_writable(plan)
@@ -390,7 +402,7 @@ def down(plan: LabPlan | None = None, *, purge: bool = False) -> DownReport:
     """
     plan = plan or _knobs_plan()
     daemons.require_tools()
-    with lab_lock(plan):
+    with lab_lock(plan), _whole_site("provision lab down"):
         report = _down(plan)
         if purge:
             report.purged = describe(purge_leftovers(plan))

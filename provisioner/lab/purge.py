@@ -67,6 +67,7 @@ def leftovers(plan: LabPlan) -> list[Leftover]:
         ("state database", db.with_name(db.name + "-wal")),
         ("state database", db.with_name(db.name + "-shm")),
         ("state database", db.with_suffix(".lock")),
+        ("state database", state / f"{SITE_NAME}.runs"),
         ("site.yml logs", state / f"{SITE_NAME}-logs"),
         ("deploy server state and logs", state / f"{SITE_NAME}-embedded"),
     ]

@@ -57,6 +57,10 @@ def site_document(plan: LabPlan, *, ssh_public_key: str, ssh_private_key: Path) 
                 # started by kexec from the ramdisk (no second boot).
                 "peer_serving": True,
                 "installed_boot": "kexec",
+                # TCG guests on a shared machine take their image at 0.23-0.98 MB/s per 30 s
+                # window (two hosts, a 2-core machine under other work): a floor they meet with
+                # room (62.5 kB/s), which still cuts a ramdisk that stopped reading.
+                "image_min_rate_mbps": 0.5,
             },
             # Each install gives a VM new host keys: the rack workflow pins them here, and
             # `provision health` reads the same file, so no lab touches ~/.ssh/known_hosts.

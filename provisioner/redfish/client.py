@@ -30,7 +30,7 @@ from redfish.rest.v1 import HttpClient, RestResponse
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from provisioner.redfish import logsafe
+from provisioner.http_policy import logsafe
 from provisioner.redfish.errors import (
     BMCAuthError,
     BMCBadResponse,
@@ -56,6 +56,7 @@ from provisioner.redfish.expand import (
 )
 from provisioner.redfish.fanout import Fanout, Gate
 from provisioner.redfish.transport import (
+    ANSWER_WALL_S,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_RESPONSE_BYTES,
     BMCTransport,
@@ -71,7 +72,7 @@ from provisioner.redfish.upload import UploadBody
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
-logsafe.install()
+logsafe.install(("redfish", "redfish.rest.v1", "provisioner.redfish.client"))
 
 ROOT = "/redfish/v1/"
 DEFAULT_SESSIONS = "/redfish/v1/SessionService/Sessions"
@@ -118,6 +119,7 @@ class ClientOptions:
     max_backoff_s: float = 30.0
     prefer_session: bool = True
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    answer_wall_s: float = ANSWER_WALL_S  # one answer, however it trickles in
     max_members: int = DEFAULT_MAX_MEMBERS
     connections: int = DEFAULT_CONNECTIONS  # requests in flight to this BMC at most
 
@@ -223,8 +225,12 @@ class RedfishClient:
                     "CA that signed the BMC certificates)",
                 )
         pool = max(4, self.options.connections)
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=pool,
-                                                max_retries=0)
+        # BMC traffic never goes through the laptop's HTTP(S)_PROXY, and reading the proxy and
+        # .netrc settings from the environment on every request costs ~1 ms of CPU each,
+        # which is what limits discovery of hundreds of BMCs.
+        lean = BMCTransport(bmc=self.name, base_url=self.base_url,
+                            max_bytes=self.options.max_response_bytes,
+                            answer_wall_s=self.options.answer_wall_s, pool_maxsize=pool)
         self._lib = HttpClient(
             self.base_url,
             username=None,
@@ -233,16 +239,8 @@ class RedfishClient:
             timeout=self.options.timeout_s,
             max_retry=0,
             check_connectivity=False,
-            https_adapter=adapter,
+            https_adapter=lean.get_adapter("https://"),
         )
-        # BMC traffic never goes through the laptop's HTTP(S)_PROXY, and reading the proxy and
-        # .netrc settings from the environment on every request costs ~1 ms of CPU each,
-        # which is what limits discovery of hundreds of BMCs.
-        lean = BMCTransport(bmc=self.name, base_url=self.base_url,
-                            max_bytes=self.options.max_response_bytes)
-        lean.mount("https://", adapter)
-        lean.mount("http://", requests.adapters.HTTPAdapter(pool_connections=1,
-                                                            pool_maxsize=pool, max_retries=0))
         self._lib._session.close()
         self._lib._session = lean
         if not self.options.verify_tls:

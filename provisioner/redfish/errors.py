@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.exceptions import BMCError
-from provisioner.redfish import logsafe
+from provisioner.http_policy import logsafe
 
 
 @dataclass(frozen=True)

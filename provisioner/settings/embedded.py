@@ -73,6 +73,11 @@ class EmbeddedSettings(BaseModel):
     # 503 and the ramdisk polls. Keep it below busybox wget's 900 s read timeout and the idle
     # timeout of any proxy between the hosts and this server.
     image_hold_s: float = Field(default=DEFAULT_IMAGE_HOLD_S, ge=0, le=600)
+    # A host that takes its image stream slower than this (megabits per second, over 30 s of
+    # the server waiting on its writes) is cut and the stream handed to the next host: a host
+    # that is stuck, or anything that got a host's stream, cannot hold it. Time the server
+    # itself is slow does not count. 0: no floor.
+    image_min_rate_mbps: float = Field(default=8.0, ge=0, le=100_000)
     # Hosts in flight at most when hosts in flight adapt (no --max-parallel): what the BMCs, the
     # DHCP server and this machine carry at once; also the server's held image requests.
     max_hosts_in_flight: int = Field(default=DEFAULT_MAX_HOSTS_IN_FLIGHT, ge=1, le=4096)

@@ -48,12 +48,22 @@ class MAASSettings(BaseModel):
     retries: int = Field(default=3, ge=1)
     verify_tls: bool = True
     ca_bundle: str | None = None
+    # The one HTTP proxy between this machine and the region, when there is one: the
+    # environment's HTTP(S)_PROXY is never used (it would see the API key's signature).
+    proxy: str | None = None
 
     @field_validator("api_key", mode="before")
     @classmethod
     def _api_key_is_a_reference(cls, v: object) -> object:
         if not isinstance(v, dict | SecretRef):  # the message must not repeat the key
             raise ValueError("api_key must be a reference like {env: MAAS_API_KEY}, never the key itself")
+        return v
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not a proxy URL like http://proxy.example:3128")
         return v
 
     @field_validator("url")

@@ -2,8 +2,12 @@
 (UpdateService SimpleUpdate, MultipartHttpPushUri, HttpPushUri/HttpPushUriTargets, Task,
 SoftwareInventory, ComputerSystem.Reset, OperationApplyTime).
 
-No emulator implements UpdateService, so this peer does what a BMC does, over real HTTP on
-loopback: it fetches the ImageURI it is given (from the updater's image server), or takes
+sushy-tools 2.2 (libvirt driver) answers SimpleUpdate for a System (BIOS) target only: it bumps
+the BiosVersion without fetching the image and runs no task; Manager targets, push URIs and
+other components it refuses. This peer does what a BMC does for every component, over real
+HTTP on loopback, and passes DMTF's Redfish Service Validator
+(tests/integration/redfish/test_redfish_standin_validators.py): it fetches the ImageURI it is
+given (from the updater's image server), or takes
 the image pushed to it (multipart/form-data parsed with its UpdateParameters JSON, or a raw
 octet stream after HttpPushUriTargets were set), reads which component and version the image
 carries, runs a task that the client polls, and changes the inventory as the mode says. A
@@ -14,7 +18,9 @@ Ways offered (``methods``): simple, multipart, push; none at all is a BMC withou
 System's Manufacturer can be set so that the updater treats the peer as that vendor's BMC.
 Modes per component: ok, fail (task ends in Exception with a message), reboot (the BMC goes
 away for a moment mid-task and forgets the task), staged (the version shows only after a host
-reset), noop (the task completes and nothing changes). An update sent with
+reset), noop (the task completes and nothing changes), hold (the task stays Running until
+the test calls ``release()``: an update the BMC is still flashing when its client dies).
+``systems`` lists the ComputerSystems the BMC serves (a blade's nodes: ``Node0``, ``Node1``). An update sent with
 ``@Redfish.OperationApplyTime: OnReset`` waits in TaskState Pending until the host reset.
 """
 
@@ -31,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import requests
@@ -45,6 +51,8 @@ FW = f"{ROOT}/UpdateService/FirmwareInventory"
 IMAGE_RE = re.compile(rb"STANDIN-FW component=(\S+) version=(\S+)")
 PUSH_MULTIPART = f"{ROOT}/UpdateService/upload"
 PUSH_RAW = f"{ROOT}/UpdateService/push"
+TASK_TYPE = "#Task.v1_7_0.Task"
+SESSIONS = f"{ROOT}/SessionService/Sessions"
 
 
 @dataclass
@@ -70,6 +78,9 @@ class UpdatePeer:
     modes: dict[str, str] = field(default_factory=dict)
     power: str = "On"
     resets: list[str] = field(default_factory=list)
+    reset_systems: list[str] = field(default_factory=list)  # which System each reset was of
+    systems: tuple[str, ...] = ("1",)
+    released: bool = False  # hold-mode tasks may finish
     tasks: dict[int, Task] = field(default_factory=dict)
     staged: dict[str, str] = field(default_factory=dict)
     fetched: list[str] = field(default_factory=list)  # image URIs the BMC fetched
@@ -111,6 +122,10 @@ class UpdatePeer:
 
     def _handle(self, request: Request, body: str) -> Response:
         path = request.path.rstrip("/")
+        if path == SESSIONS and request.method == "POST":
+            # Basic authentication only (SessionService disabled): a login is refused as not
+            # allowed, before any credential check, and the client uses basic auth.
+            return _error(405, "sessions are not offered; use basic authentication")
         # The service root answers without credentials (Redfish spec); nothing else does.
         if path != ROOT and not self._authorised(request):
             return _json({"error": {"message": "authentication required"}}, 401)
@@ -127,6 +142,7 @@ class UpdatePeer:
             if request.method == "PATCH" and path == f"{ROOT}/UpdateService":
                 return self._patch_service(json.loads(body or "{}"))
             if request.method == "POST" and path.endswith("ComputerSystem.Reset"):
+                self.reset_systems.append(path.split("/Systems/", 1)[-1].split("/", 1)[0])
                 return self._reset(json.loads(body or "{}"))
         return _json({"error": {"message": f"{request.method} {path} not allowed"}}, 405)
 
@@ -135,26 +151,51 @@ class UpdatePeer:
         return request.headers.get("Authorization") == f"Basic {want}"
 
     def _get(self, path: str) -> Response:
+        # Every resource as the DMTF schema has it (checked by DMTF's Redfish Service
+        # Validator: tests/integration/redfish/test_redfish_standin_validators.py).
         docs: dict[str, dict[str, Any]] = {
-            ROOT: {"@odata.id": ROOT, "Id": "RootService", "RedfishVersion": "1.15.0",
+            ROOT: {"@odata.id": ROOT, "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot",
+                   "Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.15.0",
                    "Systems": {"@odata.id": f"{ROOT}/Systems"},
                    "UpdateService": {"@odata.id": f"{ROOT}/UpdateService"},
-                   "TaskService": {"@odata.id": f"{ROOT}/TaskService"}},
-            f"{ROOT}/Systems": {"Members": [{"@odata.id": f"{ROOT}/Systems/1"}],
-                                "Members@odata.count": 1},
-            f"{ROOT}/Systems/1": {
-                "@odata.id": f"{ROOT}/Systems/1", "Id": "1", "Manufacturer": self.manufacturer,
-                "Model": "Stand-in 1U", "SerialNumber": "STANDIN0001", "PowerState": self.power,
+                   "Tasks": {"@odata.id": f"{ROOT}/TaskService"},
+                   "SessionService": {"@odata.id": f"{ROOT}/SessionService"},
+                   "Links": {"Sessions": {"@odata.id": SESSIONS}}},
+            # Basic authentication only: no session is ever made, the collection stays empty.
+            f"{ROOT}/SessionService": {
+                "@odata.id": f"{ROOT}/SessionService",
+                "@odata.type": "#SessionService.v1_1_9.SessionService", "Id": "SessionService",
+                "Name": "Session Service", "ServiceEnabled": False,
+                "Sessions": {"@odata.id": SESSIONS}},
+            SESSIONS: _collection(SESSIONS, "SessionCollection", "Sessions", []),
+            f"{ROOT}/Systems": _collection(f"{ROOT}/Systems", "ComputerSystemCollection",
+                                           "Computer System Collection",
+                                           [f"{ROOT}/Systems/{i}" for i in self.systems]),
+            **{f"{ROOT}/Systems/{i}": {
+                "@odata.id": f"{ROOT}/Systems/{i}",
+                "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": i,
+                "Name": f"Stand-in host {i}", "Manufacturer": self.manufacturer,
+                "Model": "Stand-in 1U", "SerialNumber": f"STANDIN-{i}", "PowerState": self.power,
                 "Actions": {"#ComputerSystem.Reset": {
-                    "target": f"{ROOT}/Systems/1/Actions/ComputerSystem.Reset",
+                    "target": f"{ROOT}/Systems/{i}/Actions/ComputerSystem.Reset",
                     "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "ForceRestart",
-                                                          "GracefulShutdown"]}}},
+                                                          "GracefulShutdown"]}}}
+               for i in self.systems},
             f"{ROOT}/UpdateService": self._service(),
-            FW: {"Members": [{"@odata.id": f"{FW}/{i}"} for i in self.inventory],
-                 "Members@odata.count": len(self.inventory)},
+            FW: _collection(FW, "SoftwareInventoryCollection", "Firmware Inventory",
+                            [f"{FW}/{i}" for i in self.inventory]),
+            f"{ROOT}/TaskService": {
+                "@odata.id": f"{ROOT}/TaskService", "@odata.type": "#TaskService.v1_2_0.TaskService",
+                "Id": "TaskService", "Name": "Task Service", "ServiceEnabled": True,
+                "Tasks": {"@odata.id": f"{ROOT}/TaskService/Tasks"}},
+            f"{ROOT}/TaskService/Tasks": _collection(
+                f"{ROOT}/TaskService/Tasks", "TaskCollection", "Tasks",
+                [f"{ROOT}/TaskService/Tasks/{i}" for i in self.tasks]),
         }
         for ident, item in self.inventory.items():
-            docs[f"{FW}/{ident}"] = {"@odata.id": f"{FW}/{ident}", "Id": ident, **item}
+            docs[f"{FW}/{ident}"] = {"@odata.id": f"{FW}/{ident}",
+                                     "@odata.type": "#SoftwareInventory.v1_9_0.SoftwareInventory",
+                                     "Id": ident, "Name": ident, **item}
         match = re.fullmatch(rf"{ROOT}/TaskService/Tasks/(\d+)", path)
         if match:
             return self._poll(int(match.group(1)))
@@ -163,7 +204,10 @@ class UpdatePeer:
         return _json({"error": {"message": f"{path} not found"}}, 404)
 
     def _service(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"@odata.id": f"{ROOT}/UpdateService", "ServiceEnabled": True,
+        doc: dict[str, Any] = {"@odata.id": f"{ROOT}/UpdateService",
+                               "@odata.type": "#UpdateService.v1_11_0.UpdateService",
+                               "Id": "UpdateService", "Name": "Update Service",
+                               "ServiceEnabled": True,
                                "FirmwareInventory": {"@odata.id": FW}, "Actions": {}}
         if "simple" in self.methods:
             doc["Actions"]["#UpdateService.SimpleUpdate"] = {
@@ -225,7 +269,8 @@ class UpdatePeer:
     def _task(self, task: Task) -> Response:
         self.tasks[task.id] = task
         location = f"{ROOT}/TaskService/Tasks/{task.id}"
-        return _json({"@odata.id": location, "Id": str(task.id), "TaskState": "Running"},
+        return _json({"@odata.id": location, "@odata.type": TASK_TYPE, "Id": str(task.id),
+                      "Name": f"Task {task.id}", "TaskState": "Running"},
                      202, {"Location": location})
 
     def _multipart(self, request: Request) -> Response:
@@ -305,11 +350,13 @@ class UpdatePeer:
         mode = self.modes.get(task.target, "ok")
         if task.error:
             task.state = "Exception"
+        elif mode == "hold" and not self.released:
+            pass  # still flashing: the test releases it
         elif task.polls >= self.polls_to_finish and task.state == "Running" and task.on_reset:
             task.state = "Pending"  # the image is staged; it runs at the host reset
         elif task.polls >= self.polls_to_finish and task.state == "Running":
             task.state = "Exception" if mode == "fail" else "Completed"
-            if mode in ("ok", "reboot") and task.version:
+            if mode in ("ok", "reboot", "hold") and task.version:
                 self.inventory[task.target]["Version"] = task.version
             elif mode == "staged" and task.version:
                 self.staged[task.target] = task.version
@@ -322,8 +369,8 @@ class UpdatePeer:
             messages = [{"MessageId": "Update.1.0.ApplyFailed",
                          "Message": task.error or "Update failed: image signature invalid"}]
         doc: dict[str, Any] = {
-            "@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "Id": str(task_id),
-            "TaskState": task.state, "PercentComplete": 50 if task.state == "Running" else 100,
+            "@odata.id": f"{ROOT}/TaskService/Tasks/{task_id}", "@odata.type": TASK_TYPE,
+            "Id": str(task_id), "Name": f"Task {task_id}", "TaskState": task.state, "PercentComplete": 50 if task.state == "Running" else 100,
             "Messages": messages}
         if task.state == "Pending" and self.staged_as == "dell":
             doc["TaskState"] = "Running"
@@ -366,6 +413,15 @@ class UpdatePeer:
         """Base URL of the peer."""
         return f"http://127.0.0.1:{self.port}"
 
+    def release(self) -> None:
+        """Let tasks of components in ``hold`` mode finish."""
+        with self.lock:
+            self.released = True
+
+    def updates(self) -> list[str]:
+        """The images the BMC was sent, in order (SimpleUpdate fetches and pushes)."""
+        return [*self.fetched, *(str(r["targets"]) for r in self.received)]
+
 
 class _Bytes:
     def __init__(self, data: bytes) -> None:
@@ -375,6 +431,11 @@ class _Bytes:
         chunk = self.data[self.at:self.at + size]
         self.at += len(chunk)
         return chunk
+
+
+def _collection(uri: str, kind: str, name: str, members: list[str]) -> dict[str, Any]:
+    return {"@odata.id": uri, "@odata.type": f"#{kind}.{kind}", "Name": name,
+            "Members": [{"@odata.id": m} for m in members], "Members@odata.count": len(members)}
 
 
 def _error(status: int, message: str) -> Response:
@@ -396,9 +457,22 @@ def update_peer(user: str, password: str, inventory: dict[str, dict[str, Any]],
     peer's fields (methods, protocols, apply_times, expect_sha256, push_without_task...)."""
     peer = UpdatePeer(user, password, {k: dict(v) for k, v in inventory.items()},
                       modes=dict(modes or {}), port=free_port("127.0.0.1"), **options)
+    with running(peer):
+        yield peer
+
+
+class _Served(Protocol):
+    server: BaseWSGIServer | None
+
+    def _start(self) -> None: ...
+
+
+@contextmanager
+def running(peer: _Served) -> Iterator[None]:
+    """A stand-in peer listening for the duration (its own ``_start``), then stopped."""
     peer._start()
     try:
-        yield peer
+        yield
     finally:
         if peer.server is not None:
             peer.server.shutdown()
@@ -425,25 +499,31 @@ PeerSpec = tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, Any]]
 
 def firmware_rack_site(stack: ExitStack, tmp: Path, site: str, user: str, password: str,
                        peers: dict[str, PeerSpec], profile_of: dict[str, str],
-                       profiles: Callable[[Path], str]) -> tuple[Path, dict[str, UpdatePeer]]:
+                       profiles: Callable[[Path], str],
+                       nodes: dict[str, dict[str, str]] | None = None
+                       ) -> tuple[Path, dict[str, UpdatePeer]]:
     """A site file whose hosts are stand-in UpdateService BMCs behind TLS proxies (one per
     ``peers`` entry: inventory, modes, options); the site reads the password from
-    $FW_BMC_PASSWORD and ``profiles(images_dir)`` writes the profiles' baselines. The peers
-    live as long as ``stack``."""
+    $FW_BMC_PASSWORD and ``profiles(images_dir)`` writes the profiles' baselines. A peer
+    named in ``nodes`` is a blade BMC: one host per entry (host name: its System Id) instead
+    of one host named after the peer. The peers live as long as ``stack``."""
     tls = make_tls(tmp / "tls")
     site_dir, images, logs = tmp / "site", tmp / "images", tmp / "logs"
     for d in (site_dir, images, logs):
         d.mkdir()
     shutil.copy(tls.ca, site_dir / "bmc-ca.pem")
     started: dict[str, UpdatePeer] = {}
-    lines = []
-    for u, (name, (inventory, modes, options)) in enumerate(peers.items(), start=1):
+    lines: list[str] = []
+    for name, (inventory, modes, options) in peers.items():
         peer = stack.enter_context(update_peer(user, password, inventory, modes, **options))
         (url,) = stack.enter_context(fault_proxy(peer.url, logs, tls=tls))
         started[name] = peer
         port = urlsplit(url).port
-        lines.append(f"      - {{u: {u}, name: {name}, profile: {profile_of[name]}, "
-                     f"bmc: {{address: 127.0.0.1, port: {port}}}}}")
+        for host, system in (nodes or {}).get(name, {name: ""}).items():
+            pick = f", system: {system}" if system else ""
+            lines.append(f"      - {{u: {len(lines) + 1}, name: {host}, "
+                         f"profile: {profile_of[host]}, "
+                         f"bmc: {{address: 127.0.0.1, port: {port}{pick}}}}}")
     path = site_dir / "site.yml"
     path.write_text(
         f"site: {site}\nsettings:\n"

@@ -1,7 +1,8 @@
 """The OS image the embedded backend serves, made ready once per run.
 
 ``settings.image`` names it (an http(s) URL, a file:// URL or a path) with its sha256. It is
-fetched into the cache and verified before any host is touched; a qcow2 image is converted to raw
+fetched into the cache (bounded: its ``size_bytes`` or a default cap, a rate floor, room kept
+free on the disk: deploy/images/fetch.py) and verified before any host is touched; a qcow2 image is converted to raw
 here, because the ramdisk streams the image straight onto the disk and a qcow2 stream cannot be
 written that way. The ramdisk then verifies the sha256 of the raw stream it received. Without
 ``settings.image`` the project's own lab image (debootstrap bookworm) is built and used.
@@ -9,20 +10,27 @@ written that way. The ramdisk then verifies the sha256 of the raw stream it rece
 
 from __future__ import annotations
 
-import hashlib
+import json
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
-
-import requests
 
 from provisioner.deploy.images.cache import build_slot, mark_done, read_manifest, sha256_file
 from provisioner.deploy.images.commands import run
+from provisioner.deploy.images.fetch import (
+    DEFAULT_RESERVE_BYTES,
+    GIB,
+    FetchLimits,
+    ImageFetchError,
+    fetch,
+)
 from provisioner.events import Event, emit
 from provisioner.exceptions import DeployError, InputError
+from provisioner.http_policy.urls import loggable_url
 from provisioner.inventory.spec import ImageSettings
+
+# The largest OS image fetched when the site gives no size_bytes.
+DEFAULT_MAX_IMAGE_BYTES = 256 * GIB
 
 
 @dataclass(frozen=True)
@@ -43,45 +51,61 @@ def lab_image() -> ServedImage:
     return ServedImage(img.path, img.sha256, img.size_bytes, img.root_partition)
 
 
-def _fetch(url: str, dest: Path, expected: str) -> None:
-    parsed = urlparse(url)
-    h = hashlib.sha256()
-    emit(Event("stage", f"fetching the OS image {url}"))
-    if parsed.scheme in ("http", "https"):
-        try:
-            with requests.get(url, stream=True, timeout=30) as r, dest.open("wb") as f:
-                r.raise_for_status()
-                total = int(r.headers["Content-Length"]) if "Content-Length" in r.headers else None
-                done, said = 0, time.monotonic()
-                for chunk in r.iter_content(4 << 20):
-                    h.update(chunk)
-                    f.write(chunk)
-                    done += len(chunk)
-                    if time.monotonic() - said >= 1.0:  # the download's own progress line
-                        said = time.monotonic()
-                        of = f" of {total >> 20}" if total else ""
-                        emit(Event("output", f"{done >> 20}{of} MiB", data={"stage": url}))
-        except requests.RequestException as exc:
-            raise DeployError(
-                f"cannot download the OS image {url}: {exc}",
-                hint="check settings.image.url and that this machine can reach it",
-            ) from exc
-    else:
-        src = Path(parsed.path if parsed.scheme == "file" else url).expanduser()
-        if not src.is_file():
-            raise InputError(
-                f"OS image {src} does not exist", hint="fix settings.image.url in the site file"
-            )
-        with src.open("rb") as s, dest.open("wb") as f:
-            while block := s.read(4 << 20):
-                h.update(block)
-                f.write(block)
-    got = h.hexdigest()
-    if got != expected.lower():
+def _fetch(image: ImageSettings, dest: Path) -> None:
+    """The image's bytes into ``dest``, bounded (deploy/images/fetch.py) and sha256-checked."""
+    assert image.url is not None and image.sha256 is not None
+    url = image.url
+    emit(Event("stage", f"fetching the OS image {loggable_url(url)}"))
+
+    def said(done: int, total: int | None) -> None:  # the download's own progress line
+        of = f" of {total >> 20}" if total else ""
+        emit(Event("output", f"{done >> 20}{of} MiB", data={"stage": url}))
+
+    try:
+        got = fetch(url, dest, what="OS image", limits=_limits(image), progress=said)
+    except ImageFetchError as exc:
+        raise DeployError(exc.message, hint=exc.hint) from None
+    if got != image.sha256.lower():
+        dest.unlink(missing_ok=True)
         raise DeployError(
-            f"OS image {url} has sha256 {got}, the site file says {expected}",
+            f"OS image {loggable_url(url)} has sha256 {got}, the site file says {image.sha256}",
             hint="the download is corrupt or settings.image.sha256 is out of date",
         )
+
+
+def _limits(image: ImageSettings) -> FetchLimits:
+    """The OS image's cap: ``size_bytes`` (the raw image's size; a qcow2 of it may carry a
+    little metadata more), else the default."""
+    if image.size_bytes is None:
+        return FetchLimits(max_bytes=DEFAULT_MAX_IMAGE_BYTES,
+                           cap_from="the default for OS images; set settings.image.size_bytes")
+    slack = max(64 << 20, image.size_bytes // 100) if image.format == "qcow2" else 0
+    return FetchLimits(max_bytes=image.size_bytes + slack, cap_from="settings.image.size_bytes")
+
+
+def _check_virtual_size(image: ImageSettings, qcow2: Path, out: Path) -> None:
+    """A qcow2's raw size, before it is converted: within the cap and the room left (a small
+    qcow2 of compressed clusters can expand to any size)."""
+    info = run(["qemu-img", "info", "--output=json", qcow2], what="reading the qcow2's size")
+    try:
+        virtual = int(json.loads(info)["virtual-size"])
+    except (ValueError, KeyError, TypeError):
+        raise DeployError(f"qemu-img cannot tell the size of {qcow2}: not a qcow2 image",
+                          hint="check settings.image.format") from None
+    cap = image.size_bytes or DEFAULT_MAX_IMAGE_BYTES
+    if virtual > cap:
+        raise DeployError(
+            f"the OS image {loggable_url(image.url or '')} is {virtual} bytes once converted to "
+            f"raw, more than its cap of {cap} bytes "
+            f"({'settings.image.size_bytes' if image.size_bytes else 'the default'}); "
+            "not converted",
+            hint="set settings.image.size_bytes to the raw image's size")
+    free = shutil.disk_usage(out).free
+    if virtual > free - DEFAULT_RESERVE_BYTES:
+        raise DeployError(
+            f"the OS image needs {virtual} bytes as raw at {out}, where {free} are free and "
+            f"{DEFAULT_RESERVE_BYTES} are kept free: not converted",
+            hint=f"free space on the filesystem of {out}")
 
 
 def prepare_image(image: ImageSettings | None) -> ServedImage:
@@ -99,10 +123,11 @@ def prepare_image(image: ImageSettings | None) -> ServedImage:
             emit(Event("stage", f"OS image: cached in {out}"))
         else:
             fetched = out / f"download.{image.format}"
-            _fetch(image.url, fetched, image.sha256)
+            _fetch(image, fetched)
             raw = out / "disk.raw"
             emit(Event("stage", "checked the OS image's sha256"))
             if image.format == "qcow2":
+                _check_virtual_size(image, fetched, out)
                 run(
                     ["qemu-img", "convert", "-f", "qcow2", "-O", "raw", fetched, raw],
                     what=f"converting {image.url} from qcow2 to raw",

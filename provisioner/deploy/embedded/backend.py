@@ -118,6 +118,7 @@ class EmbeddedBackend(DeployBackend):
     """Installs hosts with the project's own dnsmasq/iPXE/HTTP services."""
 
     name = "embedded"
+    one_per_site = True  # one HTTP port and one dnsmasq per provisioning network
 
     def __init__(self) -> None:
         self.site: Site | None = None
@@ -177,6 +178,7 @@ class EmbeddedBackend(DeployBackend):
             # every host in flight may hold a request; beyond that they poll (plain 503s)
             max_held=settings.max_hosts_in_flight,
             peers=peers,
+            min_stream_bps=settings.image_min_rate_mbps * 1e6 / 8,
         )
         server.static["pick-disk.sh"] = (RAMDISK_FILES / "pick-disk.sh").read_bytes()
         if any(r.method == "image" for r in requests):

@@ -4,7 +4,11 @@ Serves iPXE scripts per MAC, the ramdisk, images (with Range support), per-host 
 and cloud-init/autoinstall data, and receives the deploy callbacks. Request logs go through the
 ``provisioner.deploy.http`` logger with tokens cut out of every path.
 
-Image streams (the files in ``gated_files``) are admitted by a StreamGate: beyond
+Image streams (the files in ``gated_files``) go only to hosts being deployed: the GET carries
+``?host=<name>`` of a registered session and comes from that host's reserved address (403 and
+404 otherwise, before the gate is asked: another address cannot take, queue for or spend a
+host's stream). A stream that moves fewer than ``min_stream_bps`` over a window is cut
+(:mod:`~provisioner.deploy.embedded.min_rate`). They are admitted by a StreamGate: beyond
 ``max_image_streams`` at once a GET waits in the server (a long poll of at most ``hold_s``, its
 FIFO ticket in the gate's queue) and gets the next released stream the moment it is given back;
 a hold that runs out, or a request beyond the gate's hold slots, is answered ``503`` with
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from werkzeug.exceptions import (
+    BadRequest,
     HTTPException,
     NotFound,
     RequestEntityTooLarge,
@@ -42,6 +47,7 @@ from werkzeug.wsgi import ClosingIterator
 
 from provisioner.deploy.embedded import ipxe
 from provisioner.deploy.embedded.gate import StreamGate
+from provisioner.deploy.embedded.min_rate import DEFAULT_WINDOW_S, at_least
 from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import (
     FINISHED,
@@ -62,6 +68,7 @@ log = logging.getLogger("provisioner.deploy.http")
 _PHONE_HOME = re.compile(r"(/phone-home/[^/]+/)[^/?]+")
 _AUTOINSTALL_KEY = re.compile(r"(/autoinstall/[^/]+/)[^/?]+(?=/)")
 _RELEASE = "provisioner.release_stream"  # environ key: gives back the request's image stream
+_STREAM = "provisioner.image_session"  # environ key: the session an image GET streams to
 # Real requests are short: the longest URL is an image path with ?host=<name>, the largest body
 # a deploy or installer log (the server keeps its last MiB). Beyond these a request is refused
 # before anything of it is kept (414/413).
@@ -105,6 +112,12 @@ class _QuietHandler(GuardedHandler):
             code,
         )
 
+    def connection_dropped(self, error: BaseException, environ: Any = None) -> None:
+        # a client gone mid-response, a write stuck past the socket's timeout, or a stream cut
+        # below the rate floor (logged where it is cut): the body's close gives the stream back
+        log.info("%s: connection ended mid-response (%s)", self.client_address[0],
+                 type(error).__name__)
+
     def log(self, type: str, message: str, *args: Any) -> None:
         if type == "error":
             text = message % args if args else message
@@ -116,10 +129,9 @@ def _mac_key(value: str) -> str:
     return value.lower().replace("-", ":")
 
 
-def _ticket_key(host: str | None, address: str | None) -> str:
-    # the image URL handed to a host carries ?host=<name>: one ticket per host session even
-    # behind NAT; a bare request is keyed by its client address
-    return f"host {host}" if host else f"address {address}"
+def _ticket_key(host: str) -> str:
+    # the image URL handed to a host carries ?host=<name>: one ticket per host session
+    return f"host {host}"
 
 
 def _then(body: Iterable[bytes], done: Callable[[], None]) -> Iterator[bytes]:
@@ -155,6 +167,8 @@ class DeployServer:
         max_held: int = DEFAULT_MAX_HOSTS_IN_FLIGHT,
         peers: PeerPool | None = None,
         max_connections: int | None = None,
+        min_stream_bps: float = 0.0,
+        rate_window_s: float = DEFAULT_WINDOW_S,
     ) -> None:
         self.bind = bind
         self.port = port
@@ -166,6 +180,9 @@ class DeployServer:
         # connections served at once: a host in flight holds at most an image request, a
         # peer's poll, a callback and a log upload; beyond it, a 503 without a thread
         self.max_connections = max_connections or connections_for(max_held)
+        # an image stream slower than this over a window is cut (0: never)
+        self.min_stream_bps = min_stream_bps
+        self.rate_window_s = rate_window_s
         # A ticket outlives a few retries (Retry-After plus the ramdisk's jitter) before it
         # expires; None: streams are not gated.
         self.gate = (
@@ -210,7 +227,7 @@ class DeployServer:
             self._by_host[session.host] = session
             self._by_mac[_mac_key(session.mac)] = session
         if retry and self.gate is not None:
-            self.gate.prefer(_ticket_key(session.host, None))
+            self.gate.prefer(_ticket_key(session.host))
 
     def unregister(self, host: str) -> None:
         """Stop serving a host."""
@@ -219,7 +236,7 @@ class DeployServer:
             if s is not None:
                 self._by_mac.pop(_mac_key(s.mac), None)
         if self.gate is not None:
-            self.gate.forget(_ticket_key(host, None))
+            self.gate.forget(_ticket_key(host))
 
     def session(self, host: str) -> HostSession:
         """The session of a host being served; NotFound (404) otherwise."""
@@ -239,9 +256,12 @@ class DeployServer:
     def wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         """The WSGI application."""
         request = Request(environ)
-        adapter = self._map.bind_to_environ(environ)
         try:
             self._admit_request(request)
+            try:
+                adapter = self._map.bind_to_environ(environ)
+            except (UnicodeError, ValueError):  # a Host header that is no host name
+                raise BadRequest("the Host header is not a host name") from None
             endpoint, args = adapter.match()
             response = getattr(self, f"_on_{endpoint}")(request, **args)
         except CallbackRefused as exc:
@@ -249,26 +269,35 @@ class DeployServer:
             response = Response(f"{exc}\n", status=exc.status, mimetype="text/plain")
         except HTTPException as exc:
             response = exc.get_response(environ)
+        stream: HostSession | None = environ.pop(_STREAM, None)
         release = environ.pop(_RELEASE, None)
-        if release is None:
+        if stream is None and release is None:
             result: Iterable[bytes] = response(environ, start_response)
             return result
         try:
             body = response(environ, start_response)
         except BaseException:
-            release()
+            if release is not None:
+                release()
             raise
-        # bytes sent, for the progress view: only for a host being deployed (the ?host= of
-        # the image URL handed to it)
-        host = request.args.get("host")
-        session = self._served(host)
-        if session is not None and host is not None:
-            body = counted(body, host, response.content_length)
-            if response.status_code == 200:  # the whole image, not a range of it
-                body = _then(body, session.image_sent)
+        if stream is not None and response.status_code in (200, 206):
+            body = self._streamed(body, stream, environ, response)
         # werkzeug's server closes the iterator when the body is sent and when the client
-        # drops mid-stream (a write error): either way the stream goes back to the gate
-        return ClosingIterator(body, [release])
+        # drops mid-stream (a write error, a cut): either way the stream goes back to the gate
+        return ClosingIterator(body, [release] if release is not None else [])
+
+    def _streamed(self, body: Iterable[bytes], session: HostSession, environ: dict[str, Any],
+                  response: Response) -> Iterable[bytes]:
+        """An image body on its way to ``session``'s host: counted for the progress view, cut
+        below the rate floor, and the image marked sent once a whole (200) body went out."""
+        body = counted(body, session.host, response.content_length)
+        sock = environ.get("werkzeug.socket")
+        body = at_least(body, min_bps=self.min_stream_bps, window_s=self.rate_window_s,
+                        sock=sock if isinstance(sock, socket.socket) else None,
+                        what=f"image stream of {session.host}")
+        if response.status_code == 200:  # the whole image, not a range of it
+            body = _then(body, session.image_sent)
+        return body
 
     @staticmethod
     def _admit_request(request: Request) -> None:
@@ -285,12 +314,18 @@ class DeployServer:
         """The request body, refused (413) past MAX_BODY, also when sent without a length."""
         chunks: list[bytes] = []
         size = 0
-        while chunk := request.stream.read(64 * 1024):
+        while True:
+            try:
+                chunk = request.stream.read(64 * 1024)
+            except (OSError, ValueError):  # a malformed chunked body, or the client gone
+                raise BadRequest("the request body is not valid HTTP (chunked encoding)"
+                                 ) from None
+            if not chunk:
+                return b"".join(chunks)
             size += len(chunk)
             if size > MAX_BODY:
                 raise RequestEntityTooLarge(f"request bodies here are at most {MAX_BODY} bytes")
             chunks.append(chunk)
-        return b"".join(chunks)
 
     def _host_session(self, request: Request, host: str) -> HostSession:
         """The session of ``host``, if this request comes from the host's reserved address."""
@@ -319,10 +354,13 @@ class DeployServer:
         path = self.files.get(name)
         if path is None:
             raise NotFound()
-        if self.gate is not None and name in self.gated_files and request.method == "GET":
-            refused = self._admit(request)
-            if refused is not None:
-                return refused
+        if name in self.gated_files and request.method == "GET":
+            session = self._image_client(request)
+            request.environ[_STREAM] = session
+            if self.gate is not None:
+                refused = self._admit(request, session)
+                if refused is not None:
+                    return refused
         try:
             return send_file(path, request.environ, conditional=True, max_age=None)
         except BaseException:
@@ -331,22 +369,33 @@ class DeployServer:
                 release()
             raise
 
-    def _admit(self, request: Request) -> Response | None:
+    def _image_client(self, request: Request) -> HostSession:
+        """The session an image GET streams to: its ``?host=`` is being deployed and the request
+        comes from that host's reserved address (else refused, the gate never asked)."""
+        host = request.args.get("host")
+        if not host:
+            raise CallbackRefused(
+                403, f"the image is streamed only to hosts being deployed (?host=<name>), "
+                f"not to {request.remote_addr}")
+        session = self._served(host)
+        if session is None:
+            raise CallbackRefused(404, f"no deploy in progress for {host[:64]!r}; "
+                                  f"{request.remote_addr} gets no image stream")
+        session.check_client(request.remote_addr)
+        return session
+
+    def _admit(self, request: Request, session: HostSession) -> Response | None:
         """Take an image stream for this request (None), or the 503 that refuses it."""
         assert self.gate is not None
         gate = self.gate
-        host = request.args.get("host")
-        key = _ticket_key(host, request.remote_addr)
+        key = _ticket_key(session.host)
         what = f"{request.remote_addr} ({key})"
-        session = self._served(host)
-        if session is not None and session.image_streams:
+        if session.image_streams:
             # its ramdisk streams again (a broken or corrupt stream): ahead of first attempts
             gate.prefer(key)
-        # only a host being deployed, asking from its own address, is sent to a peer
-        peers_ok = self.peer_serving and session is not None and session.is_client(
-            request.remote_addr)
-        a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ), peers_ok=peers_ok,
-                       locality=session.locality if session is not None else None)
+        # the host asks from its own address (checked): a peer may serve it
+        a = gate.admit(key, self.hold_s, gone=_client_gone(request.environ),
+                       peers_ok=self.peer_serving, locality=session.locality)
         if not a.admitted:
             # the first refusal of a ticket at info, its retries at debug: no log flood
             level = logging.INFO if a.waited_s == 0 else logging.DEBUG
@@ -366,8 +415,7 @@ class DeployServer:
                 f"retry in {0 if a.held else self.retry_after_s} s\n",
                 held=a.held,
             )
-        if session is not None:
-            session.image_admitted()
+        session.image_admitted()
         if a.source is not None:
             return self._to_peer(request, key, a.source, a.waited_s)
         log.info(
@@ -430,7 +478,7 @@ class DeployServer:
             with self._lock:
                 count = sum(1 for h, s in self._by_host.items()
                             if s.method == "image" and not (s.reports.keys() & {VERIFIED, *TERMINAL})
-                            and _ticket_key(h, None) not in asking)
+                            and _ticket_key(h) not in asking)
             self._pending_memo = (count, time.monotonic())
             return count
 
@@ -438,7 +486,7 @@ class DeployServer:
         """A peer's long poll: "serve" while the gate wants it to (ask again), then "leave"."""
         s = self._host_session(request, host)
         s.check_token(self._bearer(request))
-        gate, key = self.gate, _ticket_key(host, None)
+        gate, key = self.gate, _ticket_key(host)
         gone = _client_gone(request.environ)
         deadline = time.monotonic() + max(1.0, self.hold_s)
         while gate is not None and (busy := gate.peer_busy(key)) is not None:
@@ -499,7 +547,7 @@ class DeployServer:
         s.image_sent()
         if self.gate is None:
             return
-        key = _ticket_key(s.host, None)
+        key = _ticket_key(s.host)
         self.gate.peer_done(key)
         if not (self.peer_serving and s.peer_key is not None and request.args.get("serve")):
             return

@@ -187,7 +187,7 @@ class MAASBackend(MAASPlanner, DeployBackend):
                 distro_series=settings.distro_series,
                 hwe_kernel=settings.kernel,
                 user_data_b64=encode(
-                    str(request.extra.get("user_data") or user_data(site, host))
+                    request.user_data or user_data(site, host)
                 ),
             )
             progress(name, "deploy", f"deploying {settings.osystem}/{settings.distro_series}")

@@ -3,6 +3,12 @@
 Only the calls the deploy backend needs. Reads are retried on connection errors and 5xx
 answers; actions (POST/PUT) are sent once, because MAAS may have acted on a request whose
 answer was lost and repeating a deploy or release is not what the user asked for.
+
+Every request goes through the project's HTTP policy (:mod:`provisioner.http_policy`): to the
+region's own origin only (a redirect elsewhere is refused before anything is sent there, so a
+form holding a BMC password never leaves for another host), through no proxy but
+``settings.maas.proxy`` (the environment's HTTP(S)_PROXY is never read), and every answer read
+under a size cap and a wall time.
 """
 
 from __future__ import annotations
@@ -42,9 +48,26 @@ from provisioner.deploy.maas.models import (
     NodeDevice,
     Subnet,
 )
+from provisioner.http_policy.errors import (
+    AnswerTooLarge,
+    AnswerTooSlow,
+    BrokenAnswer,
+    DeadlineExceeded,
+    ForeignURL,
+    HttpRefused,
+    RedirectRefused,
+)
+from provisioner.http_policy.policy import HttpPolicy
+from provisioner.http_policy.session import GuardedSession
 from provisioner.secrets import Secret
 
 log = logging.getLogger(__name__)
+
+# The largest answer read from MAAS: a machine's JSON is some 10-20 kB, so a listing of a few
+# thousand machines fits with room; anything larger is not MAAS answering this client.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# One answer may take this many times the per-request timeout in all, however it trickles in.
+ANSWER_WALL_FACTOR = 4
 
 FormValue = str | int | bool | Secret
 Form = Mapping[str, FormValue | Sequence[FormValue]]
@@ -117,9 +140,12 @@ class MAASClient:
         timeout_s: float = 30.0,
         retries: int = 3,
         verify_tls: bool | str = True,
+        proxy: str | None = None,
     ) -> None:
         self.url = url
         self.root = api_root(url)
+        self._policy = HttpPolicy(max_bytes=MAX_ANSWER_BYTES,
+                                  answer_wall_s=ANSWER_WALL_FACTOR * timeout_s, proxy=proxy)
         self._key = api_key
         self._timeout = timeout_s
         self._retries = max(1, retries)
@@ -137,7 +163,7 @@ class MAASClient:
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
-            session = requests.Session()
+            session = GuardedSession(self.root, self._policy)
             session.headers["Accept"] = "application/json"
             self._local.session = session
         return session
@@ -217,6 +243,32 @@ class MAASClient:
             )
         return MAASError(text, **kwargs)
 
+    def _refused(self, exc: HttpRefused, what: str, system_id: str | None) -> MAASError:
+        """What the HTTP policy stopped, as the MAAS error a caller handles."""
+        text = self._redact(exc.message)
+        if isinstance(exc, RedirectRefused | ForeignURL):
+            target = getattr(exc, "target", exc.url)
+            return MAASError(
+                f"MAAS at {self.url} sent {what} to {target}, another host than the region's; "
+                "not followed: nothing of the request (the API key's signature, a form with a "
+                "BMC password) went there",
+                system_id=system_id,
+                hint="set settings.maas.url to the region's own address; a proxy between this "
+                     "machine and MAAS goes in settings.maas.proxy")
+        if isinstance(exc, AnswerTooLarge):
+            return MAASError(f"MAAS answered {what} with too much: {text}", system_id=system_id,
+                             hint=f"answers above {MAX_ANSWER_BYTES >> 20} MiB are not MAAS's: "
+                                  "check settings.maas.url")
+        if isinstance(exc, BrokenAnswer):  # cut short in transit: a read may be tried again
+            return MAASUnavailable(f"MAAS at {self.url} answered {what} with a broken answer: "
+                                   f"{text}", system_id=system_id)
+        if isinstance(exc, AnswerTooSlow | DeadlineExceeded):
+            return MAASUnavailable(f"MAAS at {self.url} did not answer {what} in time: {text}",
+                                   system_id=system_id,
+                                   hint="check the region controller's load; "
+                                        "settings.maas.http_timeout_s sets the wait")
+        return MAASError(f"MAAS {what}: {text}", system_id=system_id)
+
     def _send(
         self,
         method: str,
@@ -246,6 +298,8 @@ class MAASClient:
                 system_id=system_id,
                 hint="check settings.maas.url and that the region controller is running",
             ) from None
+        except HttpRefused as exc:
+            raise self._refused(exc, what, system_id) from None
         log.debug("MAAS %s -> %s", what, resp.status_code)
         if resp.status_code >= 400:
             raise self._error(resp, what, system_id)

@@ -40,7 +40,7 @@ class MAASMachines(MAASWaiting):
     @staticmethod
     def _macs(request: DeployRequest) -> list[str]:
         macs = [request.mac.lower()]
-        for m in request.extra.get("macs", []) or []:
+        for m in request.macs:
             if str(m).lower() not in macs:
                 macs.append(str(m).lower())
         return macs
@@ -65,9 +65,8 @@ class MAASMachines(MAASWaiting):
             "power_user": creds.username,
             "power_pass": creds.password,
         }
-        node_id = request.extra.get("redfish_system_id")
-        if node_id:
-            params["node_id"] = str(node_id)
+        if request.system_id:
+            params["node_id"] = request.system_id
         return params
 
     def _power_differs(

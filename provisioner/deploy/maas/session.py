@@ -84,6 +84,7 @@ class MAASSession:
                     timeout_s=s.http_timeout_s,
                     retries=s.retries,
                     verify_tls=verify,
+                    proxy=s.proxy,
                 )
             return self._client, self._settings, self._site
 

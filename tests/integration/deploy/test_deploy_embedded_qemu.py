@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from deploy_qemu_lab import LINK_HOST, PROV_NET, Netns, QemuProcessBMC, QemuVM
 
 from provisioner.deploy.base import DeployRequest, backend_class
 from provisioner.deploy.embedded.dnsmasq import parse_offers
 from provisioner.inventory.loader import load_site
+from tests.support import machine
+from tests.support.qemu_lab import LINK_HOST, PROV_NET, Netns, QemuProcessBMC, QemuVM
 
 # The lab end-to-end test (tests/integration/e2e) checks all of this through `provision rack` on
 # three VMs (hinted disk, sha256-verified image, callback, SSH, data disks kept, DHCP only for the
@@ -36,11 +36,9 @@ MARKER = b"PROVISIONER-DATA-MARKER-do-not-touch\n"
 
 
 def _require() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces, dnsmasq on port 67)")
-    for tool in ("qemu-system-x86_64", "dnsmasq", "ip", "debootstrap", "ssh", "ssh-keygen"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (scripts/install-deps)")
+    machine.require("root")
+    machine.require_tools(["qemu-system-x86_64", "dnsmasq", "ip", "debootstrap", "ssh",
+                           "ssh-keygen"])
 
 
 def _free_port() -> int:

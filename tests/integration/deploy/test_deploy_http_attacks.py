@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from provisioner.deploy.embedded.http import MAX_BODY, MAX_URL, DeployServer
 from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import FINISHED, START, HostSession
 from provisioner.secrets import Secret
+from tests.support.waiting import HANG_S, wait_until
 
 HOST_IP, ATTACKER_IP = "127.0.0.3", "127.0.0.2"
 MAC = "52-54-00-18-00-01"
@@ -226,27 +226,33 @@ def test_a_silent_connection_is_closed_after_the_header_timeout(server, monkeypa
 def test_a_connection_flood_is_refused_and_the_host_is_served_after_it(monkeypatch, caplog):
     from provisioner.deploy.embedded import http as deploy_http
 
-    monkeypatch.setattr(deploy_http._QuietHandler, "header_timeout_s", 0.5)
+    # long enough that the GET below comes before the flood is cut, however loaded the machine
+    monkeypatch.setattr(deploy_http._QuietHandler, "header_timeout_s", 5.0)
     caplog.set_level(logging.INFO, logger="provisioner.deploy.http")
     srv = DeployServer(bind="127.0.0.1", port=0, public_url="http://198.18.254.1:8080",
                        max_connections=8)
     srv.start()
     try:
-        flood = [socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        flood = [socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
                  for _ in range(8)]
-        time.sleep(0.2)
+        # accepted in connection order: the flood holds all 8 slots before this GET comes
         refused = requests.get(url(srv, "/ipxe/boot.ipxe"), timeout=5)
         assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
         for sock in flood:  # the server closes each at its header deadline
             assert sock.recv(1024) == b""
             sock.close()
-        time.sleep(0.2)
-        r = requests.get(url(srv, "/ipxe/boot.ipxe"), timeout=5)
-        assert r.status_code == 200 and r.text.startswith("#!ipxe")
+        # each slot comes back when its thread ends, just after the close
+        r = wait_until(lambda: _ok(requests.get(url(srv, "/ipxe/boot.ipxe"), timeout=5)),
+                       "a slot to come back after the flood")
+        assert r.text.startswith("#!ipxe")
     finally:
         srv.stop()
     assert any("refused 1 connection(s): 8 at once" in r.getMessage() for r in caplog.records)
     assert not any(r.exc_info for r in caplog.records)
+
+
+def _ok(r: requests.Response) -> requests.Response | None:
+    return r if r.status_code == 200 else None
 
 
 # -- peer serving ------------------------------------------------------------------------------
@@ -297,10 +303,10 @@ def test_peer_routes_refuse_strangers_and_redirects_hold_no_reusable_secret(
                             timeout=5).status_code == 200
     assert gate.peers() == {"host seed1": []}
     assert gate.try_admit("blocker").admitted  # the server's stream is busy
-    # an attacker naming the waiting host is not sent to the peer (not its address)
+    # an attacker naming the waiting host is refused (not its address), never sent to the peer
     stolen = attacker.get(f"{base}/files/images/x.raw?host=host2", allow_redirects=False,
                           timeout=5)
-    assert stolen.status_code == 503 and gate.peers() == {"host seed1": []}
+    assert stolen.status_code == 403 and gate.peers() == {"host seed1": []}
     # the host itself is: 307 to the peer, with a ticket bound to its own address
     sent = host.get(f"{base}/files/images/x.raw?host=host2", allow_redirects=False, timeout=5)
     assert sent.status_code == 307

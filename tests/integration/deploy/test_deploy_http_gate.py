@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,10 @@ import requests
 from provisioner.deploy.embedded.gate import StreamGate
 from provisioner.deploy.embedded.http import HELD_REASON, DeployServer
 from provisioner.deploy.embedded.sessions import HostSession
+from tests.support.waiting import wait_until
 
 IMAGE = "images/abc.raw"
+HOSTS = ("h1", "h2", "h3", "h4", "h5", "gone")
 BIG = 64 << 20  # larger than any socket buffer: a dropped client leaves the server mid-write
 
 
@@ -38,6 +39,10 @@ def make_server(tmp_path: Path, hold_s: float) -> DeployServer:
     srv.files["images/big.raw"] = big
     srv.files["ramdisk/initrd.img"] = small
     srv.gated_files.update({IMAGE, "images/big.raw"})
+    # only a host being deployed gets an image stream (the foreign-client tests are below)
+    for i, host in enumerate(HOSTS, 1):
+        srv.register(HostSession(host=host, mac=f"52:54:00:00:01:{i:02x}", method="image",
+                                 ipxe_script=""))
     srv.start()
     return srv
 
@@ -67,14 +72,6 @@ def url(srv: DeployServer, path: str) -> str:
 def gate(srv: DeployServer) -> StreamGate:
     assert srv.gate is not None
     return srv.gate
-
-
-def wait_until(cond: object, what: str, limit_s: float = 30.0) -> None:
-    # polls for a state the server reaches asynchronously; the limit only stops a hung test
-    deadline = time.monotonic() + limit_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_busy_streams_get_503_with_retry_after(server: DeployServer) -> None:
@@ -145,10 +142,11 @@ def test_no_gate_without_a_limit(tmp_path: Path) -> None:
     blob.write_bytes(b"x" * 1024)
     srv.files[IMAGE] = blob
     srv.gated_files.add(IMAGE)
+    srv.register(HostSession(host="h1", mac="52:54:00:00:01:01", method="image", ipxe_script=""))
     srv.start()
     try:
         assert srv.gate is None
-        assert requests.get(url(srv, f"/files/{IMAGE}"), timeout=5).status_code == 200
+        assert requests.get(url(srv, f"/files/{IMAGE}?host=h1"), timeout=5).status_code == 200
     finally:
         srv.stop()
 
@@ -163,7 +161,8 @@ def test_gate_logs_carry_no_tokens(server: DeployServer, caplog: pytest.LogCaptu
     requests.post(url(server, f"/phone-home/h1/{token}"), timeout=5)
     gate(server).release("host holder")
     requests.get(url(server, f"/files/{IMAGE}?host=h1"), timeout=5)
-    wait_until(lambda: gate(server).active == 0, "the stream to be given back")
+    # logged by the server's thread once the stream is given back, after the body went out
+    wait_until(lambda: "image stream released by" in caplog.text, "the release's log line")
     text = caplog.text
     assert "image stream refused for 127.0.0.1 (host h1): 1/1 streams busy, queue place 1" in text
     assert "image stream 1/1 admitted for 127.0.0.1 (host h1)" in text

@@ -8,7 +8,6 @@ root filesystem's UUID, and the ext4 root as the last partition.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -16,15 +15,14 @@ from pathlib import Path
 import pytest
 
 from provisioner.deploy.images import builder
+from tests.support import machine
 
 TOOLS = ("mkfs.vfat", "syslinux", "mcopy", "mmd", "mtype", "sfdisk", "mkfs.ext4", "dumpe2fs")
 
 
 @pytest.fixture
 def fake_root(tmp_path: Path) -> Path:
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"missing {missing} (scripts/install-deps)")
+    machine.require_tools(TOOLS)
     root = tmp_path / "rootfs"
     for d in ("boot", "etc/ssh", "etc/cloud/cloud.cfg.d", "usr/share/doc/pkg", "var/lib/apt/lists",
               "var/cache/apt/archives", "var/lib/dbus", "var/log"):  # fmt: skip

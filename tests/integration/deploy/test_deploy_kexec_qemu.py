@@ -17,10 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from deploy_qemu_lab import busybox_initrd, cpio_gz
 
 from provisioner.deploy.images import builder as images
 from provisioner.deploy.ramdisk import Ramdisk, build_ramdisk
+from tests.support import machine
+from tests.support.qemu_lab import busybox_initrd, cpio_gz
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -62,9 +63,7 @@ SECOND = """#!/bin/busybox sh
 
 @pytest.fixture(scope="module")
 def ramdisk() -> Ramdisk:
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    if missing or not images.SYSTEMD_BOOT.exists():
-        pytest.skip(f"missing {missing or images.SYSTEMD_BOOT} (scripts/install-deps)")
+    machine.require_tools([*TOOLS, str(images.SYSTEMD_BOOT)])
     return build_ramdisk()
 
 

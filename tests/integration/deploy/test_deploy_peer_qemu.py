@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from deploy_qemu_lab import busybox_initrd, die_with_parent, sh, stop_process
 from netaddr import IPAddress, IPNetwork
 
 from provisioner.deploy import cloudinit
@@ -53,6 +52,8 @@ from provisioner.deploy.images import builder as images
 from provisioner.deploy.ramdisk import Ramdisk, build_ramdisk
 from provisioner.inventory.spec import RootDiskHint
 from provisioner.secrets import Secret
+from tests.support import machine
+from tests.support.qemu_lab import busybox_initrd, die_with_parent, sh, stop_process
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -79,13 +80,8 @@ _CLONE_NEWNET = 0x40000000
 
 @pytest.fixture(scope="module")
 def ramdisk() -> Ramdisk:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces, taps)")
-    if not Path("/dev/net/tun").exists():
-        pytest.skip("needs /dev/net/tun (tap devices)")
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    if missing or not images.SYSTEMD_BOOT.exists():
-        pytest.skip(f"missing {missing or images.SYSTEMD_BOOT} (scripts/install-deps)")
+    machine.require("root", "tun")
+    machine.require_tools([*TOOLS, str(images.SYSTEMD_BOOT)])
     return build_ramdisk()
 
 

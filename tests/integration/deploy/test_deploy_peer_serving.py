@@ -25,13 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ramdisk_rig import busybox_bin, start_deploy, wait_until
 
 from provisioner.deploy.embedded.http import DeployServer
 from provisioner.deploy.embedded.peers import PeerPool
 from provisioner.deploy.embedded.sessions import FAILED, VERIFIED, HostSession
 from provisioner.deploy.ramdisk import FILES
 from provisioner.secrets import Secret
+from tests.support.ramdisk_rig import busybox_bin, start_deploy
+from tests.support.waiting import wait_until
 
 IMAGE = bytes(range(256)) * 8192  # 2 MiB, no partition table
 

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ramdisk_rig import busybox_bin, start_deploy, wait_until
 
 from provisioner.deploy.embedded.gate import Admission
 from provisioner.deploy.embedded.http import DeployServer
 from provisioner.deploy.embedded.sessions import FAILED, START, VERIFIED, HostSession
 from provisioner.deploy.ramdisk import FILES
+from tests.support import machine
+from tests.support.ramdisk_rig import busybox_bin, start_deploy
+from tests.support.waiting import wait_until
 
 MARKER = b"zfs-pool-member-do-not-touch" * 100
 IMAGE = bytes(range(256)) * 8192  # 2 MiB, no partition table
@@ -30,8 +32,7 @@ IMAGE = bytes(range(256)) * 8192  # 2 MiB, no partition table
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[dict]:
-    if shutil.which("busybox") is None:
-        pytest.skip("busybox not installed")
+    machine.require_tools(["busybox"], "scripts/deps/50-deploy.list")
     busybox = shutil.which("busybox")
     assert busybox
     bindir = busybox_bin(busybox, tmp_path / "bin")
@@ -43,7 +44,7 @@ def rig(tmp_path: Path) -> Iterator[dict]:
     dev = tmp_path / "dev"
     dev.mkdir()
     (dev / "vdy").write_bytes(MARKER)
-    (dev / "vdz").write_bytes(b"\xaa" * (3 << 20))
+    (dev / "vdz").write_bytes(b"\xaa" * (8 << 20))
     server = DeployServer(bind="127.0.0.1", port=0, public_url="")
     (tmp_path / "image.raw").write_bytes(IMAGE)
     server.files["images/test.raw"] = tmp_path / "image.raw"
@@ -63,6 +64,7 @@ def run_deploy(rig: dict, *, sha: str, hint: str) -> tuple[HostSession, subproce
         "CALLBACK_URL": f"{base}/callback/h1",
         "IMAGE_URL": f"{base}/files/images/test.raw",
         "IMAGE_SHA256": sha,
+        "IMAGE_SIZE": str(len(IMAGE)),
         "ROOT_PART": "",
         "SEED_URL": f"{base}/deploy/h1/seed",
         "HINT_ARGS": hint,
@@ -100,7 +102,12 @@ def test_sha256_mismatch_clears_the_target_and_reports(rig: dict) -> None:
     # streamed again from the ramdisk once (IMAGE_ATTEMPTS defaults to 2), then reported
     assert log.count("streaming the image again") == 1 and "(2/2)" in log
     target = (rig["dev"] / "vdz").read_bytes()
-    assert target[: 1 << 20] == bytes(1 << 20)  # no half-written image can boot
+    # nothing of the unverified image stays: what the streams wrote is cleared, the first MiB
+    # (never written) and the last (the backup GPT's place) are zero, the rest is as it was
+    assert target[: len(IMAGE)] == bytes(len(IMAGE))
+    assert target[len(IMAGE): 7 << 20] == b"\xaa" * ((7 << 20) - len(IMAGE))
+    assert target[7 << 20:] == bytes(1 << 20)
+    assert f"clearing the {len(IMAGE)} bytes the image streams wrote to /dev/vdz" in log
     assert (rig["dev"] / "vdy").read_bytes() == MARKER
 
 
@@ -109,7 +116,7 @@ def test_no_matching_disk_writes_nothing(rig: dict) -> None:
     log = session.reports[FAILED].log
     assert "FAILED: root disk hint: no disk matches the hint serial=NOPE; refusing to guess" in log
     assert "vdy serial=DATA-1" in log and "vdz serial=ROOT-1" in log
-    assert (rig["dev"] / "vdz").read_bytes() == b"\xaa" * (3 << 20)
+    assert (rig["dev"] / "vdz").read_bytes() == b"\xaa" * (8 << 20)
     assert (rig["dev"] / "vdy").read_bytes() == MARKER
 
 
@@ -132,7 +139,7 @@ def gated_host(rig: dict, server: DeployServer, host: str, extra: dict[str, str]
     root: Path = rig["tmp"] / host
     session = HostSession(host=host, mac="52:54:00:00:00:01", method="image", ipxe_script="")
     proc = start_deploy(rig["bin"], server, session, root, hashlib.sha256(IMAGE).hexdigest(),
-                        conf=extra)
+                        conf=extra, image_size=len(IMAGE))
     return session, proc, root
 
 
@@ -205,7 +212,7 @@ def test_host_gives_up_after_image_wait_and_reports_it(rig: dict, gated: DeployS
     log = session.reports[FAILED].log
     assert "FAILED: the deploy server's image streams stayed busy (503) for over 2s" in log
     assert "settings.embedded.max_image_streams" in log
-    assert (root / "dev/vdz").read_bytes() == b"\xaa" * (3 << 20)  # nothing written
+    assert (root / "dev/vdz").read_bytes() == b"\xaa" * (8 << 20)  # nothing written
 
 
 def admitted_hosts(caplog: pytest.LogCaptureFixture) -> list[str]:

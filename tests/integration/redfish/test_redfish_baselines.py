@@ -163,7 +163,10 @@ def test_bios_check_judges_each_attribute_against_the_recordings(env: Path, tmp_
     assert suites["dell"].get("failures") == "3"
     text = prom.read_text()
     assert 'provisioner_bios_compliant{host="dell"} 0' in text
-    assert 'provisioner_bios_item_compliant{host="dell",item="SysProfile",status="drift"} 0' in text
+    # Labels carry no verdict (a series keeps its name when the host is fixed).
+    assert 'provisioner_bios_item_compliant{host="dell",entry="SysProfile",item="SysProfile"} 0' \
+        in text
+    assert 'provisioner_bios_readable{host="dell"} 1' in text
 
 
 def test_firmware_check_matches_components_by_id_or_name(env: Path):
@@ -281,13 +284,15 @@ def test_bios_apply_refuses_before_sending_spares_serving_hosts_and_verifies(
     assert result.exit_code == 3, result.stdout + result.stderr
     res = {r["host"]: r for r in json.loads(result.stdout)}
     # sushy-static accepts every PATCH and applies nothing: read-back is what catches it.
-    assert res["d1"]["reason"] == "not applied"
-    assert "SysProfile=PerfOptimized" in res["d1"]["error"]
+    assert res["d1"]["reason"] == "not applied after reset"
+    assert "SysProfile=PerfPerWattOptimizedOs not applied after the reset at " \
+        in res["d1"]["error"]
+    assert "the BIOS shows SysProfile=PerfOptimized" in res["d1"]["error"]
     assert res["d2"]["reason"] == "baseline refused"
     assert "LogicalProc=Sometimes is invalid" in res["d2"]["error"]
     assert res["d3"]["reason"] == "serving"
     assert "provision maintenance d3" in res["d3"]["error"]
-    assert res["h1"]["reason"] == "not applied"
+    assert res["h1"]["reason"] == "not applied after reset"
     sent = dell_log.read_text()[before:]
     assert sent.count('"SysProfile": "PerfPerWattOptimizedOs"') == 1  # d1 only
     assert "LogicalProc" not in sent
@@ -299,7 +304,24 @@ def test_bios_apply_refuses_before_sending_spares_serving_hosts_and_verifies(
     events = {h: [e for e in store.events(h) if e.kind == "bios"] for h in res}
     assert all(len(e) == 1 for e in events.values()), events
     assert store.get("d3").state is NodeState.VALIDATED
+    record = events["d1"][0].data or {}
+    assert record["outcome"] == "not-applied"
+    assert record["not_applied"] == {"SysProfile": "PerfPerWattOptimizedOs"}
 
+    # Finding 7: the value never applies; the next apply does not reboot the host again
+    # for it, and says when the reset was; check names it "not-applied", not "pending".
+    resets = dell_log.read_text().count("ComputerSystem.Reset")
+    again = CliRunner().invoke(app, ["bios", "apply", "d1", "--site", str(site), "--yes",
+                                     "--timeout", "1", "--json"])
+    assert again.exit_code == 3, again.stdout + again.stderr
+    (one,) = json.loads(again.stdout)
+    assert one["reason"] == "not applied before"
+    assert f"not applied after the reset at {record['reset_at']}" in one["error"]
+    assert dell_log.read_text().count("ComputerSystem.Reset") == resets
+    check = CliRunner().invoke(app, ["bios", "check", "d1", "--site", str(site), "--json"])
+    (report,) = json.loads(check.stdout)
+    (item,) = [i for i in report["items"] if i["name"] == "SysProfile"]
+    assert item["status"] == "not-applied" and record["reset_at"] in item["hint"]
 
 def test_bios_apply_without_reboot_only_stages(apply_site, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch):

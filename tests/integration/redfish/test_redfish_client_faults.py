@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -130,12 +129,12 @@ def test_silent_bmc_times_out(tmp_path):
         client = RedfishClient(url, USER, Secret(PASSWORD),
                                ClientOptions(verify_tls=False, timeout_s=0.5, retries=1,
                                              backoff_s=0.01))
-        start = time.monotonic()
+        # a client without a read timeout would wait on the silent BMC until pytest-timeout
         with pytest.raises(BMCTimeout) as info:
             client.login()
         assert info.value.reason == "timeout"
+        assert "no answer within 0.5s" in str(info.value)
         assert client.requests_made == 2
-        assert time.monotonic() - start < 5
 
 
 def test_closed_port_is_unreachable():

@@ -193,6 +193,8 @@ def test_no_secret_in_a_pushed_body(rack):
     for name in ("m", "p"):
         assert peers[name].received
         for _m, _p, headers, body in peers[name].seen:
+            if _p.endswith("/SessionService/Sessions"):
+                continue  # the login to its own BMC (refused: it offers no sessions)
             assert PASSWORD not in body
             assert "Authorization" in headers or "X-Auth-Token" in headers or _p.rstrip("/") == "/redfish/v1"
 
@@ -209,7 +211,8 @@ def test_dry_run_says_how_each_image_would_go(rack):
     assert plans["p"]["steps"][0]["via"] == f"HttpPushUri, Targets {FW}/NIC.Slot.1, apply OnReset"
     assert plans["x"]["steps"][0]["via"].startswith("no way: no SimpleUpdate action")
     for peer in peers.values():  # read only
-        assert not peer.received and not any(m in ("POST", "PATCH") for m, *_ in peer.seen)
+        assert not peer.received and not any(m in ("POST", "PATCH") for m, p, *_ in peer.seen
+                                             if not p.endswith("/SessionService/Sessions"))
     table = CliRunner().invoke(app, ["firmware", "update", "m", "--site", str(site),
                                      "--dry-run"])
     assert "via MultipartHttpPushUri" in table.stdout

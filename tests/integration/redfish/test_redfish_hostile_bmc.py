@@ -108,6 +108,7 @@ class HostileBMC(http.server.ThreadingHTTPServer):
         self.mode = mode
         self.elsewhere = elsewhere
         self.seen: list[tuple[str, str]] = []
+        self.silence = threading.Event()  # set: a silent answer's handler may end
         super().__init__(("127.0.0.1", 0), _HostileHandler)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(tls.cert, tls.key)
@@ -180,6 +181,8 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
                 self._stream_without_length(50 * 1024 * 1024)
             elif mode == "drip":
                 self._drip()
+            elif mode == "half":
+                self._half_then_silence()
             else:
                 self._send(200, ROOT)
             return
@@ -236,6 +239,15 @@ class _HostileHandler(http.server.BaseHTTPRequestHandler):
             time.sleep(0.1)
 
 
+    def _half_then_silence(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(json.dumps(ROOT).encode()[:200])
+        self.wfile.flush()
+        self.server.silence.wait(30)
+
+
 @contextmanager
 def serving(server: http.server.HTTPServer) -> Iterator[Any]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -243,6 +255,8 @@ def serving(server: http.server.HTTPServer) -> Iterator[Any]:
     try:
         yield server
     finally:
+        if isinstance(server, HostileBMC):
+            server.silence.set()
         server.shutdown()
         server.server_close()
 
@@ -259,7 +273,8 @@ def recorder() -> Iterator[Recorder]:
 
 
 def client_for(bmc: HostileBMC, tls: TLSFiles, **options: Any) -> RedfishClient:
-    opts = ClientOptions(ca_bundle=tls.ca, timeout_s=2.0, retries=1, backoff_s=0.05, **options)
+    opts = ClientOptions(**{"ca_bundle": tls.ca, "timeout_s": 2.0, "retries": 1,
+                            "backoff_s": 0.05, **options})
     return RedfishClient(bmc.url, USER, Secret(CANARY_PASSWORD), opts, name="hostile")
 
 
@@ -359,11 +374,20 @@ def test_a_dripping_answer_ends_without_a_deadline_too(tls):
     # power and boot verbs run without a host deadline: one answer still has a wall time
     # (shortened here from 300 s), however the bytes trickle in.
     with serving(HostileBMC(tls, "drip")) as bmc:
-        client = client_for(bmc, tls)
-        client._lib._session.answer_wall_s = 1.0
+        client = client_for(bmc, tls, answer_wall_s=1.0)
         with pytest.raises(BMCTimeout, match="answer still arriving after 1s"):
             client.login()
         client.close()
+
+
+def test_half_an_answer_then_silence_is_a_timeout_not_a_bad_answer(tls):
+    # #32 item 12: the BMC sent 200 of the 1000 bytes it announced, then nothing.
+    with serving(HostileBMC(tls, "half")) as bmc:
+        client = client_for(bmc, tls, timeout_s=0.5, retries=0)
+        with pytest.raises(BMCTimeout, match="stopped after 200 bytes") as info:
+            client.login()
+        client.close()
+    assert info.value.reason == "timeout"
 
 
 # -- the whole `provision discover` ---------------------------------------------------------

@@ -8,7 +8,6 @@ NIC is captured with tcpdump on the lab's provisioning bridge.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ from provisioner.cli.main import app
 from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns
 from provisioner.lab.plan import LabPlan
+from tests.support import machine
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -30,11 +31,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    missing = daemons.missing_tools()
-    if missing:
-        pytest.skip("lab prerequisites missing: " + ", ".join(missing))
+    machine.require("root", "tun")
+    machine.fail_if_missing(daemons.missing_tools(), "scripts/deps/20-lab.list")
     mp = pytest.MonkeyPatch()
     mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
     mp.setenv("PROVISIONER_LAB_SLOT", SLOT)
@@ -55,9 +53,7 @@ def _capture(out: Path) -> subprocess.Popen:
         in_netns(["tcpdump", "-l", "-n", "-i", "provbr0", "udp", "port", "67"], NETNS),
         stdout=fh, stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 10
-    while "listening on" not in out.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: "listening on" in out.read_text(), "tcpdump to listen")
     return proc
 
 

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from tests.conftest import corpus_path
-from tests.integration.redfish.test_redfish_vendor_trees import (
+from tests.support.redfish_trees import (
     FIRST_UP,
     discover,
     explained,
@@ -205,7 +205,7 @@ def test_a_chassis_controller_is_refused_as_no_host_bmc(tmp_path):
     from provisioner.redfish.errors import BMCNotFound
     from provisioner.secrets import Secret
     from provisioner.testing.redfish_peers import sushy_static
-    from tests.integration.redfish.test_redfish_vendor_trees import OPTS
+    from tests.support.redfish_trees import OPTS
 
     root = corpus_path("redfish", "hpe-cray-ex-chassis-cmm-csm", "mockup")
     with sushy_static(root, tmp_path) as url, pytest.raises(BMCNotFound) as caught:
@@ -218,7 +218,7 @@ def _discover_node(key: str, tmp_path, system_id: str):
     from provisioner.bmc.factory import open_redfish
     from provisioner.secrets import Secret
     from provisioner.testing.redfish_peers import sushy_static
-    from tests.integration.redfish.test_redfish_vendor_trees import ONBOARD, OPTS
+    from tests.support.redfish_trees import ONBOARD, OPTS
 
     with sushy_static(tree(key), tmp_path) as url:
         bmc = open_redfish(url, "root", Secret("calvin"), OPTS, nic_rule=ONBOARD,

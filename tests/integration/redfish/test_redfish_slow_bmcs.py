@@ -14,7 +14,6 @@ import json
 import logging
 import re
 import shutil
-import time
 from functools import partial
 from typing import Any
 
@@ -25,7 +24,7 @@ from provisioner.redfish.client import ClientOptions
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import fault_proxy, sushy_static
 from provisioner.workflow.discover import DiscoveryTarget, discover_all, facts_to_dict
-from tests.integration.redfish.test_redfish_vendor_trees import IDENTITY, ONBOARD, TREES, tree
+from tests.support.redfish_trees import IDENTITY, ONBOARD, TREES, tree
 
 PASSWORD = "calvin-7c1f"
 OPTS = ClientOptions(verify_tls=False, timeout_s=10, retries=3, backoff_s=0.05,
@@ -98,13 +97,15 @@ def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path)
             fault_proxy(plain, tmp_path, args=["--expand", "--slow", f"{hang}=3600"]
                         ) as (hung,):
         urls = {f"dgx-{i}": url for i, url in enumerate(healthy)} | {"dgx-hung": hung}
+        # The hung BMC answers after an hour: only its deadline can end its discovery, so
+        # discover_all returning at all (pytest-timeout guards a hang) proves the cut-off. The
+        # healthy ones get a deadline no loaded machine reaches, so load cannot fail them.
         targets = [DiscoveryTarget(name, partial(open_redfish, url, "root", Secret(PASSWORD),
                                                  OPTS, name=f"{name} (BMC {url})",
-                                                 nic_rule=ONBOARD), deadline_s=4.0)
+                                                 nic_rule=ONBOARD),
+                                   deadline_s=2.0 if name == "dgx-hung" else 600.0)
                    for name, url in urls.items()]
-        start = time.monotonic()
         results = {r.host: r for r in discover_all(targets, max_parallel=4)}
-        took = time.monotonic() - start
     for name in ("dgx-0", "dgx-1", "dgx-2"):
         assert results[name].ok, results[name].error
     stuck = results["dgx-hung"]
@@ -113,7 +114,6 @@ def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path)
     error = stuck.error or ""
     assert "dgx-hung" in error and hang in error
     assert "settings.redfish.discovery_deadline_s" in error
-    assert took < 4.0 + 15
 
 
 def test_a_paged_collection_is_read_to_its_last_page(tmp_path):

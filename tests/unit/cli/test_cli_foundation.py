@@ -15,10 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
+pytestmark = pytest.mark.usefixtures("state_dir")
 
 
 def test_help_lists_commands() -> None:
@@ -60,7 +57,7 @@ def test_status_history_and_maintenance() -> None:
     events = json.loads(res.stdout)
     assert events[-1]["to"] == "maintenance" and events[-1]["message"] == "bad PSU"
     res = runner.invoke(app, ["maintenance", "--site", "example", "--off", "gpu-r01-u03"])
-    assert "maintenance -> discovered" in res.output
+    assert "maintenance -> enrolled" in res.output  # the state it had before
 
 
 def test_unknown_host_is_bad_input() -> None:

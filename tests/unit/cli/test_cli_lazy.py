@@ -85,7 +85,7 @@ def test_a_mistyped_command_still_gets_a_suggestion() -> None:
 
     res = CliRunner().invoke(app, ["stauts"])
     assert res.exit_code == 2
-    assert "Did you mean 'status'?" in res.output
+    assert "Did you mean" in res.output and "'status'" in res.output
 
 
 def test_provision_cabling_ends_the_process_with_the_commands_exit_code(tmp_path: Path) -> None:

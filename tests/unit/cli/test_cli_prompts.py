@@ -19,10 +19,7 @@ runner = CliRunner()
 REIMAGE = ["reimage", "--site", "example", "gpu-r01-u03"]
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
+pytestmark = pytest.mark.usefixtures("state_dir")
 
 
 def test_without_a_terminal_and_without_yes_it_is_bad_input_with_the_hint() -> None:
@@ -46,16 +43,31 @@ def test_declining_is_exit_0_and_nothing_done(monkeypatch: pytest.MonkeyPatch) -
     assert all(r.state.value == "enrolled" for r in store.all())  # no host was moved
 
 
-def test_a_locked_site_is_refused_before_anything_is_announced() -> None:
-    holder = StateStore.for_site("example")
-    holder.acquire_lock("provision rack --site example")
+def test_a_host_in_use_is_refused_before_anything_is_announced() -> None:
+    holder = StateStore.for_site("example").hold("provision rack --site example", ["gpu-r01-u03"])
     try:
         res = runner.invoke(app, [*REIMAGE, "--yes"])
     finally:
-        holder.release_lock()
+        holder.release()
     assert res.exit_code == ExitCode.LOCKED, res.output
-    assert "is being run by `provision rack --site example`" in res.output
+    assert "the host is in use by another run: gpu-r01-u03: `provision rack --site example`" in (
+        res.output)
     assert "wiped" not in res.output.lower()
+
+
+def test_a_host_in_use_is_left_out_and_the_others_are_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(deploy_cmds, "_can_ask", lambda: True)
+    holder = StateStore.for_site("example").hold("provision health --site example", ["gpu-r01-u03"])
+    try:
+        res = runner.invoke(app, [*REIMAGE, "gpu-r01-u05"], input="n\n")
+    finally:
+        holder.release()
+    assert res.exit_code == 0, res.output
+    assert "not re-imaging gpu-r01-u03: in use by `provision health --site example`" in res.output
+    assert "1 host will have the root disk wiped" in res.output
+    assert "gpu-r01-u05  (rack r01 U5" in res.output and "gpu-r01-u03  (rack" not in res.output
 
 
 def _result(*rows: HostResult) -> RackResult:

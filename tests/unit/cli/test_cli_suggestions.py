@@ -17,10 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
+pytestmark = pytest.mark.usefixtures("state_dir")
 
 
 def test_suggest_and_plural() -> None:

@@ -20,11 +20,12 @@ REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
+pytestmark = pytest.mark.usefixtures("state_dir")
+
+
 @pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+def columns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    return tmp_path / "state"
 
 
 def _render(table: object, width: int = 80) -> str:

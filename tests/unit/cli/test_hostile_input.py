@@ -20,9 +20,7 @@ IBLINKINFO = REPO / "tests/fixtures/cabling/small-fabric.iblinkinfo"
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+pytestmark = pytest.mark.usefixtures("state_dir")
 
 
 def check(tmp_path: Path, data: bytes) -> tuple[int, str]:

@@ -4,7 +4,6 @@ reasons, the served image (sha256 check, qcow2 conversion, cache) and the build 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from provisioner.deploy.images.commands import require_tools, run
 from provisioner.exceptions import DeployError, InputError, InventoryError, NotReady
 from provisioner.inventory.loader import load_site
 from provisioner.inventory.spec import ImageSettings, RootDiskHint
+from tests.support import machine
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForUnitTests unit@test"
 
@@ -113,8 +113,8 @@ def test_image_is_verified_before_use(tmp_path: Path, cache: Path) -> None:
     assert prepare_image(ImageSettings(url=str(img), sha256=good)).path == served.path
 
 
-@pytest.mark.skipif(shutil.which("qemu-img") is None, reason="qemu-img not installed")
 def test_qcow2_is_converted_to_raw(tmp_path: Path, cache: Path) -> None:
+    machine.require_tools(["qemu-img"], "scripts/deps/20-lab.list")
     raw = tmp_path / "src.raw"
     raw.write_bytes(b"\x00" * 65536 + b"root" * 1024)
     q = tmp_path / "os.qcow2"

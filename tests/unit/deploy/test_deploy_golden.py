@@ -6,7 +6,6 @@ Regenerate after an intended change with PROVISIONER_UPDATE_GOLDEN=1 and review 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from provisioner.deploy.embedded.dnsmasq import (
     render_hosts,
 )
 from provisioner.exceptions import InputError
+from tests.support import machine
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "deploy"
 NET = IPNetwork("198.18.0.0/24")
@@ -73,8 +73,8 @@ def test_dnsmasq_hosts_file() -> None:
     golden("dhcp-hosts", render_hosts(RES, NET))
 
 
-@pytest.mark.skipif(shutil.which("dnsmasq") is None, reason="dnsmasq not installed")
 def test_dnsmasq_accepts_the_generated_config(tmp_path: Path) -> None:
+    machine.require_tools(["dnsmasq"], "scripts/deps/50-deploy.list")
     cfg = _cfg(workdir=tmp_path)
     cfg.conf_path.write_text(render_config(cfg))
     cfg.hosts_path.write_text(render_hosts(RES, NET))

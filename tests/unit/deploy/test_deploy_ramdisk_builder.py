@@ -11,6 +11,7 @@ import pytest
 
 from provisioner.deploy.ramdisk import builder
 from provisioner.exceptions import DeployError
+from tests.support import machine
 
 
 def test_kexec_load_is_one_of_the_ramdisk_scripts() -> None:
@@ -22,9 +23,7 @@ def test_kexec_load_is_one_of_the_ramdisk_scripts() -> None:
 
 
 def test_kexec_and_its_libraries_are_copied(tmp_path: Path) -> None:
-    missing = [t for t in (*builder.TOOLS, builder.KEXEC) if not Path(t).exists()]
-    if missing:
-        pytest.skip(f"missing {missing} (scripts/install-deps)")
+    machine.require_tools([str(t) for t in (*builder.TOOLS, builder.KEXEC)])
     builder._install_tools(tmp_path)
     kexec = tmp_path / "usr/local/sbin/kexec"
     assert kexec.is_file() and os.access(kexec, os.X_OK)

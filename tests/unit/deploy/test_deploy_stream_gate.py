@@ -4,12 +4,12 @@ held requests handed a released stream at once (FIFO, bounded, vanished hosts dr
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
 
 from provisioner.deploy.embedded.gate import Admission, StreamGate
+from tests.support.waiting import wait_until
 
 
 class Clock:
@@ -202,10 +202,7 @@ def test_blocking_admit_is_handed_the_stream_from_another_thread() -> None:
     got: list[Admission] = []
     waiter = threading.Thread(target=lambda: got.append(gate.admit("w", hold_s=60)))
     waiter.start()
-    deadline = time.monotonic() + 30
-    while gate.stats().held == 0:
-        assert time.monotonic() < deadline, "the request never waited in the gate"
-        time.sleep(0.01)
+    wait_until(lambda: gate.stats().held, "the request to wait in the gate")
     gate.release("holder")
     waiter.join(30)  # a hand-over that did not happen would hold it 60 s
     assert not waiter.is_alive() and got[0].admitted

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,16 +13,31 @@ from netaddr import IPAddress, IPNetwork
 
 from provisioner.inventory import load_site
 from provisioner.inventory.addressing import PlanError, build_pool, parse_range
+from tests.support.site_files import EXAMPLE
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def plan(path: Path | str) -> dict[str, dict[str, str]]:
     return {h.name: {k: str(v) for k, v in h.addresses.items()} for h in load_site(path).hosts}
 
 
-def test_plan_is_stable_across_runs() -> None:
-    assert plan("example") == plan("example")
+PLAN_IN_A_PROCESS = (
+    "import json, sys\n"
+    "from provisioner.inventory import load_site\n"
+    "json.dump({h.name: {k: str(v) for k, v in h.addresses.items()}"
+    " for h in load_site('example').hosts}, sys.stdout)\n"
+)
+
+
+@pytest.mark.parametrize("hash_seed", ["0", "1", "4242"])
+def test_plan_is_stable_across_runs(hash_seed: str) -> None:
+    """Each run of `provision` is a new process with its own string-hash seed: the plan must
+    not depend on it (no set or dict order of strings decides an address)."""
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    out = subprocess.run([sys.executable, "-c", PLAN_IN_A_PROCESS], env=env, cwd=REPO,
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    assert json.loads(out) == plan("example")
 
 
 def test_plan_is_collision_free_and_outside_reserved() -> None:

@@ -11,23 +11,7 @@ import pytest
 from provisioner.exceptions import InventoryError
 from provisioner.inventory import load_site
 from provisioner.inventory.yamlsrc import load_yaml
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "inventory" / "example" / "site.yml"
-
-
-def broken_copy(tmp_path: Path, old: str, new: str, count: int = 1) -> Path:
-    """A copy of the example site with one textual change."""
-    text = EXAMPLE.read_text()
-    assert old in text, old
-    site_dir = tmp_path / "broken"
-    site_dir.mkdir()
-    (site_dir / "site.yml").write_text(text.replace(old, new, count))
-    return site_dir / "site.yml"
-
-
-def line_of(path: Path, needle: str, nth: int = 1) -> int:
-    hits = [i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
-    return hits[nth - 1]
+from tests.support.site_files import EXAMPLE, broken_copy, line_of
 
 
 def test_example_is_valid() -> None:

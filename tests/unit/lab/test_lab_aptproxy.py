@@ -7,7 +7,6 @@ are refused by the proxy itself before it would connect anywhere).
 from __future__ import annotations
 
 import random
-import shutil
 import socket
 import urllib.error
 import urllib.request
@@ -21,10 +20,15 @@ from provisioner.inventory import load_site
 from provisioner.lab import aptproxy
 from provisioner.lab.aptproxy import AptProxy, LabAptProxyError
 from provisioner.lab.plan import LabPlan
+from tests.support import machine
 
-needs_acng = pytest.mark.skipif(
-    shutil.which("apt-cacher-ng") is None, reason="apt-cacher-ng not installed (scripts/deps)"
-)
+
+@pytest.fixture
+def acng() -> None:
+    machine.require_tools(["apt-cacher-ng"], "scripts/deps/20-lab.list")
+
+
+needs_acng = pytest.mark.usefixtures("acng")
 
 
 def _plan(tmp_path: Path, slot: int = 0) -> LabPlan:

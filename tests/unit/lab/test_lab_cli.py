@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from provisioner.cli.main import app
+from tests.support import machine
 
 runner = CliRunner()
 
@@ -57,14 +58,14 @@ def test_status_of_an_absent_lab_exits_5():
     assert doc["up"] is False and doc["netns_exists"] is False and doc["hosts"] == []
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lab down inspects namespaces and links as root")
+@machine.needs("root")
 def test_down_of_an_absent_lab_removes_nothing():
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0, res.output
     assert "nothing to remove" in res.output
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lab up checks for root before locking")
+@machine.needs("root")
 def test_lab_commands_refuse_to_run_twice_at_once(monkeypatch, tmp_path):
     from provisioner.lab import daemons, lab
     from provisioner.lab.plan import LabPlan

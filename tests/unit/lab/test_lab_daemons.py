@@ -4,13 +4,14 @@ may be serving other labs on this machine, so it is never touched here)."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from provisioner.exceptions import NotReady
 from provisioner.lab import daemons
 from provisioner.lab.netns import pid_alive
+from tests.support import machine
+from tests.support.waiting import wait_until
 
 # Forks a background loop (keeping the script's name as its comm, like a real daemon) that
 # creates the socket, then returns 0, as `libvirtd -d` does.
@@ -41,22 +42,19 @@ def fakes(monkeypatch, tmp_path):
             os.kill(pid, 9)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creates /var/run/libvirt")
+@machine.needs("root")
 def test_daemons_are_started_once_recorded_and_stopped(fakes):
     assert daemons.ensure_daemons(timeout_s=10) == list(fakes)
     pids = daemons.started_by_lab()
     assert sorted(pids) == sorted(fakes) and all(pid_alive(p) for p in pids.values())
     assert daemons.ensure_daemons(timeout_s=10) == []  # already running: nothing started
     assert daemons.stop_lab_daemons() == list(reversed(fakes))
-    deadline = time.monotonic() + 5
-    while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(pid_alive(p) for p in pids.values())
+    wait_until(lambda: not any(pid_alive(p) for p in pids.values()), "the daemons to exit")
     assert daemons.started_by_lab() == {}
     assert not daemons.MARKER.exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creates /var/run/libvirt")
+@machine.needs("root")
 def test_a_daemon_that_fails_to_start_is_reported_with_its_error(fakes, monkeypatch):
     monkeypatch.setenv("FAIL", "1")
     with pytest.raises(NotReady) as err:
@@ -64,7 +62,7 @@ def test_a_daemon_that_fails_to_start_is_reported_with_its_error(fakes, monkeypa
     assert "failed with exit status 1: cannot bind socket" in str(err.value)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creates /var/run/libvirt")
+@machine.needs("root")
 def test_a_daemon_without_its_socket_is_not_ready(fakes, monkeypatch):
     monkeypatch.setenv("NO_SOCKET", "1")
     with pytest.raises(NotReady, match="did not come up"):
@@ -77,7 +75,7 @@ def test_a_pid_reused_by_another_program_is_not_stopped(fakes, tmp_path):
     assert pid_alive(os.getpid())
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creates /var/run/libvirt")
+@machine.needs("root")
 def test_a_missing_daemon_binary_is_named(fakes, monkeypatch):
     monkeypatch.setattr(daemons, "DAEMONS", ("plab-no-such-daemon",))
     with pytest.raises(NotReady, match="plab-no-such-daemon is not installed"):

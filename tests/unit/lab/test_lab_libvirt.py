@@ -8,8 +8,6 @@ from provisioner.exceptions import NotReady
 from provisioner.lab import vms
 from provisioner.lab.plan import LabPlan
 
-libvirt = pytest.importorskip("libvirt")
-
 
 @pytest.fixture
 def conn(tmp_path):

@@ -13,6 +13,7 @@ from provisioner.lab import bmc_emulators as bmc
 from provisioner.lab import network
 from provisioner.lab.netns import require_lab
 from provisioner.lab.plan import LabPlan
+from tests.support import machine
 
 
 def _fake_ip(routes: dict[str, list], addrs: list):
@@ -52,7 +53,7 @@ def test_the_labs_own_routes_and_address_are_no_conflict(monkeypatch):
     network.check_conflicts(plan)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creates a network namespace")
+@machine.needs("root")
 def test_a_namespace_without_the_provisioning_bridge_is_a_half_built_lab():
     name = f"plabh{os.getpid() % 100000}"
     subprocess.run(["ip", "netns", "add", name], check=True)

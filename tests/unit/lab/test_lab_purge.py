@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from provisioner.cli.main import app
 from provisioner.lab import purge
 from provisioner.lab.plan import LabPlan
+from tests.support import machine
 
 runner = CliRunner()
 
@@ -82,7 +83,7 @@ def test_an_image_being_built_is_not_purged(homes: dict[str, Path]) -> None:
     assert image.exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lab down inspects namespaces and links as root")
+@machine.needs("root")
 def test_lab_down_says_what_it_keeps_and_purge_removes_it(homes: dict[str, Path]) -> None:
     _touch(homes["state"] / "lab.sqlite")
     res = runner.invoke(app, ["lab", "down"])

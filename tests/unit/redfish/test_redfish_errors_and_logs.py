@@ -6,7 +6,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-from provisioner.redfish import logsafe
+from provisioner.http_policy import logsafe
 from provisioner.redfish.client import _parse_retry_after
 from provisioner.redfish.errors import BMCAuthError, ExtendedMessage, parse_extended_info
 

@@ -1,9 +1,13 @@
 #!/bin/sh
 # Image deploy, run by the ramdisk's init with the host's one-time configuration:
-# pick the root disk by its hint, stream the image onto it while hashing it, verify the sha256,
-# (peer serving: serve it to other hosts while the server wants it), grow the root partition and
-# filesystem, write the cloud-init NoCloud seed, report, then power off or kexec the installed OS.
-# Only the chosen disk is written: data disks are never touched.
+# pick the root disk by its hint, stream the image onto it while hashing it (all but its first
+# MiB, which waits in RAM), verify the size and sha256, then write the first MiB (peer serving:
+# serve it to other hosts while the server wants it), grow the root partition and filesystem,
+# write the cloud-init NoCloud seed, report, then power off or kexec the installed OS.
+# Only the chosen disk is written: data disks are never touched. Nothing on the chosen disk can
+# boot, or be found as partitions, until the image verified: its first and last MiB are zeroed
+# when the first stream begins, the image's own first MiB goes on last, nothing is written past
+# IMAGE_SIZE, and a deploy that fails clears what its streams wrote.
 set -u
 # DEPLOY_TOKEN CALLBACK_URL IMAGE_URL IMAGE_SHA256 IMAGE_SIZE ROOT_PART SEED_URL HINT_ARGS
 # IMAGE_WAIT_S IMAGE_RETRY_S IMAGE_ATTEMPTS PEER_PORT PEER_KEY PEER_URL PEER_MAX_S NEXT_BOOT
@@ -55,6 +59,51 @@ disk=$(sh "${PICK_DISK:-/pick-disk.sh}" "$@" 2>$TMP/pick.err) || { cat $TMP/pick
 cat $TMP/pick.err >> "$LOG"
 log "root disk: /dev/$disk ($(cat "$SYS/block/$disk/size") sectors)"
 
+MiB=1048576
+disk_bytes=$(( $(cat "$SYS/block/$disk/size") * 512 ))
+case "${IMAGE_SIZE:-}" in
+  ''|*[!0-9]*) fail "the one-time configuration has no image size (IMAGE_SIZE='${IMAGE_SIZE:-}'); the ramdisk and the deploy server do not match" ;;
+esac
+[ "$IMAGE_SIZE" -gt 0 ] && [ "$IMAGE_SIZE" -le "$disk_bytes" ] \
+  || fail "the image ($IMAGE_SIZE bytes) does not fit /dev/$disk ($disk_bytes bytes)"
+head_len=$(( IMAGE_SIZE < MiB ? IMAGE_SIZE : MiB ))  # the part of the image kept in RAM
+reached=0  # how far into the disk the streams wrote: what a failed deploy clears
+rm -f $TMP/touched
+
+# unbootable DISK: zero the first MiB (MBR and boot code, the GPT header and table) and the last
+# (the backup GPT that UEFI firmware and the kernel fall back to when the first is gone).
+unbootable() {
+  dd if=/dev/zero of="$1" bs=$MiB count=1 conv=notrunc,fsync 2>/dev/null \
+    && dd if=/dev/zero of="$1" bs=$MiB seek=$(( disk_bytes / MiB - 1 )) count=1 \
+      conv=notrunc,fsync 2>/dev/null
+}
+
+# write_image DISK, reading the stream (capped at IMAGE_SIZE + 1 bytes): its first head_len
+# bytes to RAM, then (once they all came: a busy answer or a short stream leaves the disk as it
+# was) the disk made unbootable and the rest streamed onto it from head_len up to IMAGE_SIZE.
+# A byte past the image is drained, never written: the caller sees it in the count.
+write_image() {
+  dd of=$TMP/head.img bs=64k count=$head_len iflag=count_bytes,fullblock 2>/dev/null || return 1
+  [ "$(wc -c < $TMP/head.img)" -eq "$head_len" ] || return 1
+  unbootable "$1" || return 1
+  : > $TMP/touched
+  dd of="$1" bs=4M seek=$head_len oflag=seek_bytes count=$(( IMAGE_SIZE - head_len )) \
+    iflag=count_bytes,fullblock conv=notrunc,fsync 2>>"$LOG" || return 1
+  cat > /dev/null
+}
+
+# clear_written DISK: a deploy that fails leaves nothing of its streams: the first and last MiB
+# zero (never the image's) and the range the streams wrote zeroed. Takes the disk's write time
+# over that range, before the failure is reported (the orchestrator powers the host off then).
+clear_written() {
+  [ -e $TMP/touched ] || return 0
+  log "clearing the ${reached} bytes the image streams wrote to /dev/$disk"
+  unbootable "$1"
+  [ "$reached" -gt "$head_len" ] && dd if=/dev/zero of="$1" bs=4M seek=$head_len oflag=seek_bytes \
+    count=$(( reached - head_len )) iflag=count_bytes conv=notrunc,fsync 2>/dev/null
+  rm -f $TMP/touched $TMP/head.img
+}
+
 # The server admits a limited number of image streams at once. A request beyond them waits in
 # the server (a long poll, its FIFO ticket queued) and gets the next stream the moment one is
 # released; when the hold runs out the server answers "503 Stream Queue Hold Expired" and we ask
@@ -71,19 +120,29 @@ stream_image() {  # $1: target device; 0 streamed and hashed, 1 failed, 2 waited
   limit=${IMAGE_WAIT_S:-7200}
   busy=0
   while :; do
-    rm -f $TMP/sum.fifo; mkfifo $TMP/sum.fifo
+    rm -f $TMP/sum.fifo $TMP/count.fifo $TMP/head.img
+    mkfifo $TMP/sum.fifo $TMP/count.fifo
     sha256sum < $TMP/sum.fifo > $TMP/sum &
     hasher=$!
+    wc -c < $TMP/count.fifo > $TMP/count &
+    counter=$!
     set -o pipefail
-    if wget -q -S -O - "$IMAGE_URL" 2>$TMP/wget.err | tee $TMP/sum.fifo \
-        | dd of="$1" bs=4M iflag=fullblock conv=notrunc,fsync 2>>"$LOG"; then
-      set +o pipefail
-      wait "$hasher"
+    wget -q -S -O - "$IMAGE_URL" 2>$TMP/wget.err | head -c $(( IMAGE_SIZE + 1 )) \
+      | tee $TMP/sum.fifo $TMP/count.fifo | write_image "$1"
+    streamed=$?
+    set +o pipefail
+    wait "$hasher" "$counter"
+    got_bytes=$(tr -d ' ' < $TMP/count)
+    if [ -e $TMP/touched ]; then
+      wrote=$(( got_bytes < IMAGE_SIZE ? got_bytes : IMAGE_SIZE ))
+      [ "$wrote" -gt "$reached" ] && reached=$wrote
+    fi
+    # a stream longer than the image ends at the cap (its sender may see a broken pipe): judged
+    # by its size like a complete one
+    if [ "$streamed" -eq 0 ] || [ "${got_bytes:-0}" -gt "$IMAGE_SIZE" ]; then
       [ "$busy" -gt 0 ] && log "image stream admitted after $busy busy answer(s), $(( $(date +%s) - waited_since )) s"
       return 0
     fi
-    set +o pipefail
-    wait "$hasher"
     if ! grep -q '^ *HTTP/[0-9.]* 503' $TMP/wget.err; then
       grep -v '^  ' $TMP/wget.err >> "$LOG"
       return 1
@@ -120,11 +179,17 @@ while :; do
   case $rc in
     0)
       got=$(cut -d' ' -f1 $TMP/sum)
-      [ "$got" = "$IMAGE_SHA256" ] && break
-      # a corrupt image must never boot: clear its partition table
-      dd if=/dev/zero of="$DEV/$disk" bs=1M count=1 conv=fsync 2>/dev/null
-      why="image sha256 mismatch: expected $IMAGE_SHA256, got $got" ;;
-    2) fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
+      if [ "$got_bytes" -gt "$IMAGE_SIZE" ]; then
+        why="the image stream was longer than the image's $IMAGE_SIZE bytes (nothing past them was written)"
+      elif [ "$got_bytes" -lt "$IMAGE_SIZE" ]; then
+        why="the image stream ended after $got_bytes of the image's $IMAGE_SIZE bytes"
+      elif [ "$got" = "$IMAGE_SHA256" ]; then
+        break
+      else
+        why="image sha256 mismatch: expected $IMAGE_SHA256, got $got"
+      fi ;;
+    2) clear_written "$DEV/$disk"
+       fail "the deploy server's image streams stayed busy (503) for over ${IMAGE_WAIT_S:-7200}s; raise settings.embedded.max_image_streams or image_wait_s, or deploy fewer hosts at once (--max-parallel)" ;;
     *) why="download or write of the image failed" ;;
   esac
   if [ "${from_peer:-0}" -gt 0 ] && [ "$peer_fails" -lt 3 ]; then
@@ -132,10 +197,14 @@ while :; do
     log "$why (from a peer); asking the server again"
     continue
   fi
-  [ "$n" -lt "$tries" ] || fail "$why"
+  [ "$n" -lt "$tries" ] || { clear_written "$DEV/$disk"; fail "$why"; }
   n=$((n + 1))
   log "$why; streaming the image again ($n/$tries)"
 done
+# the image verified: its first MiB (partition table, boot code) goes on last
+dd if=$TMP/head.img of="$DEV/$disk" bs=$MiB conv=notrunc,fsync 2>>"$LOG" \
+  || { clear_written "$DEV/$disk"; fail "writing the image's first MiB to /dev/$disk failed"; }
+rm -f $TMP/head.img $TMP/touched
 log "sha256 verified: $got"
 if [ "${from_peer:-0}" -gt 0 ]; then  # the peer's address only: the ticket stays out of logs
   log "the image came from peer $(sed -n 's|^ *[Ll]ocation: *http://\([^/]*\)/.*|\1|p' $TMP/wget.err | tail -1)"

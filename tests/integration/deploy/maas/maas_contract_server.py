@@ -72,6 +72,14 @@ class HTTPError(Exception):
         return Response(self.body, self.status, content_type="text/plain; charset=utf-8")
 
 
+class Raw(Exception):
+    """A test's hostile region: this exact response, whatever MAAS would answer."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
 @dataclass
 class Action:
     """One state-changing request the server accepted (for the tests' assertions)."""
@@ -324,6 +332,8 @@ class MAASContractServer:
             response = Response(json.dumps(result), 200, mimetype="application/json")
         except HTTPError as exc:
             response = exc.response()
+        except Raw as exc:
+            response = exc.response
         except Exception as exc:  # werkzeug routing errors
             code = getattr(exc, "code", 500)
             response = Response(str(exc), code, content_type="text/plain; charset=utf-8")

@@ -300,11 +300,20 @@ def test_macs_spread_over_two_machines_are_refused(
     a = maas_server.add_machine("gpu-m01-u03", ["b8:3f:d2:10:00:03"])
     b = maas_server.add_machine("stale", ["b8:3f:d2:10:00:83"])
     (req,) = requests_for(maas_site, ["gpu-m01-u03"])
-    req.extra["macs"] = ["b8:3f:d2:10:00:83"]  # the host's second port, from Redfish discovery
+    req.macs = ("b8:3f:d2:10:00:83",)  # the host's second port, from Redfish discovery
     out = run_all(MAASBackend(), maas_site, [req])["gpu-m01-u03"]
     assert not out.ok and "belong to several MAAS machines" in out.reason
     assert a in out.reason and b in out.reason
     assert maas_server.machine_actions() == []
+
+
+def test_the_redfish_system_discovery_read_is_maas_node_id(
+    maas_server: MAASContractServer, maas_site: Site
+):
+    (req,) = requests_for(maas_site, ["gpu-m01-u03"])
+    req.system_path = "/redfish/v1/Systems/System.Embedded.1"  # what discovery read (Dell)
+    assert run_all(MAASBackend(), maas_site, [req])["gpu-m01-u03"].ok
+    assert maas_server.by_hostname("gpu-m01-u03").power["node_id"] == "System.Embedded.1"
 
 
 def test_release_refused_while_maas_is_commissioning(

@@ -6,17 +6,22 @@ documentation; it is not MAAS.
 
 from __future__ import annotations
 
+import http.server
 import socket
 import threading
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
-from maas_contract_server import NEW, READY, MAASContractServer
+from maas_contract_server import NEW, READY, MAASContractServer, Raw
+from werkzeug.wrappers import Response
 
 from provisioner.deploy.maas.apikey import parse_api_key
 from provisioner.deploy.maas.client import MAASClient, api_root
 from provisioner.deploy.maas.errors import (
     MAASAuthError,
     MAASConflict,
+    MAASError,
     MAASNotFound,
     MAASUnavailable,
     MAASValidationError,
@@ -199,3 +204,130 @@ def test_skewed_clock_gets_a_clock_hint(client: MAASClient, maas_server, monkeyp
     with pytest.raises(MAASAuthError, match="Expired timestamp") as exc:
         client.version()
     assert "clock" in (exc.value.hint or "")
+
+
+# -- the HTTP policy (#32 item 1) ----------------------------------------------------------------
+# Stand-ins: "elsewhere" (where a hostile region redirects, or a proxy) is a real http.server on
+# 127.0.0.2 written here that records every request reaching it; as a proxy it forwards.
+
+
+class Elsewhere(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, *, forward: bool = False) -> None:
+        self.received: list[tuple[str, str, bytes]] = []
+        self.forward = forward
+        super().__init__(("127.0.0.2", 0), _ElsewhereHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.2:{self.server_address[1]}"
+
+
+class _ElsewhereHandler(http.server.BaseHTTPRequestHandler):
+    server: Elsewhere
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _any(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.received.append((self.command, self.path, body))
+        status, payload = 200, b"{}"
+        if self.server.forward:  # a proxy: the request line holds the absolute URL
+            req = urllib.request.Request(self.path, data=body or None, method=self.command,
+                                         headers=dict(self.headers))
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req) as r:
+                status, payload = r.status, r.read()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = _any
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Elsewhere]:
+    srv = Elsewhere()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+CANARY = "canary-bmc-pw-7f3e"
+
+
+def _enlist(client: MAASClient) -> None:
+    client.create_machine(hostname="h1", mac_addresses=["aa:bb:cc:dd:ee:01"],
+                          architecture="amd64/generic", power_type="redfish",
+                          power_parameters={"power_address": "10.0.0.1",
+                                            "power_user": "root", "power_pass": Secret(CANARY)})
+
+
+@pytest.mark.parametrize("status", [307, 308, 302])
+def test_a_redirect_to_another_host_takes_no_form_and_no_signature_there(
+        client: MAASClient, maas_server, elsewhere: Elsewhere, status: int):
+    def moved(request):
+        raise Raw(Response(status=status,
+                           headers={"Location": f"{elsewhere.url}/MAAS/api/2.0/machines/"}))
+
+    maas_server._h_machines = moved  # type: ignore[method-assign]
+    with pytest.raises(MAASError, match="another host than the region's") as exc:
+        _enlist(client)
+    assert elsewhere.received == []  # not the BMC password, not the OAuth header, nothing
+    assert CANARY not in str(exc.value) and exc.value.exit_code != 0
+    assert "127.0.0.2" in str(exc.value) and "settings.maas.url" in (exc.value.hint or "")
+
+
+def test_the_environments_proxy_is_never_used(maas_server, elsewhere: Elsewhere, monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, elsewhere.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    c = MAASClient(maas_server.url, parse_api_key(Secret(maas_server.api_key)))
+    assert c.whoami() == "admin"
+    assert elsewhere.received == []  # the signature went to MAAS alone
+
+
+def test_the_sites_proxy_is_the_one_used(maas_server):
+    proxy = Elsewhere(forward=True)
+    try:
+        c = MAASClient(maas_server.url, parse_api_key(Secret(maas_server.api_key)),
+                       proxy=proxy.url)
+        assert c.whoami() == "admin"
+        assert [(m, p.split("?")[0]) for m, p, _ in proxy.received] == [
+            ("GET", f"{maas_server.url}/api/2.0/users/")]
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_an_oversized_answer_is_refused_unread(client: MAASClient, maas_server, monkeypatch):
+    from provisioner.deploy.maas import client as maas_client
+
+    monkeypatch.setattr(maas_client, "MAX_ANSWER_BYTES", 1 << 20)
+    c = MAASClient(maas_server.url, parse_api_key(Secret(maas_server.api_key)))
+    maas_server._h_machines = lambda request: [{"hostname": "x" * (2 << 20)}]  # type: ignore
+    with pytest.raises(MAASError, match="answered GET machines/ with too much"):
+        c.machines()
+
+
+def test_a_trickling_answer_is_a_timeout_within_the_wall(maas_server):
+    def trickle() -> Iterator[bytes]:
+        for _ in range(10_000):
+            yield b" "
+            stop.wait(0.05)
+
+    stop = threading.Event()
+    maas_server._h_version = lambda request: (_ for _ in ()).throw(  # type: ignore
+        Raw(Response(trickle(), 200, mimetype="application/json")))
+    c = MAASClient(maas_server.url, parse_api_key(Secret(maas_server.api_key)), timeout_s=0.5,
+                   retries=1)
+    try:
+        with pytest.raises(MAASUnavailable, match="did not answer GET version/ in time"):
+            c.version()  # 2 s of wall (4 x the timeout), though a byte comes every 50 ms
+    finally:
+        stop.set()
