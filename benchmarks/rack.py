@@ -5,8 +5,8 @@ emulated (sushy-emulator, fake driver, one System per host, behind a TLS proxy o
 127.100.x.y). Discovery, the one-time PXE override, the power actions and the boot-from-disk
 override are real Redfish requests; only the image transfer is simulated, over an uplink shared
 fairly by the hosts streaming at once. Every figure is in simulated seconds on a virtual clock
-(benchmarks/uplink_sim.py) that charges each real Redfish request ``--bmc-latency`` and each
-power-on ``--boot-s``, so the machine's load changes the wall time only.
+(provisioner/testing/uplink_sim.py) that charges each real Redfish request ``--bmc-latency``
+and each power-on ``--boot-s``, so the machine's load changes the wall time only.
 
 Runs of the same rack, for each host count (``--hosts``, default 128 and 512) and POST time
 (``--boot-s``, default 0 and 120 s): ``previous``, the previous default (8 streams, 80% of the
@@ -62,13 +62,13 @@ from benchmarks.rack_sim import (  # noqa: E402
     farm_opener,
     write_site,
 )
-from benchmarks.uplink_sim import SharedUplink, VirtualClock  # noqa: E402
 from provisioner.deploy.base import image_streams  # noqa: E402
 from provisioner.deploy.embedded.http import IMAGE_HOLD_S  # noqa: E402
 from provisioner.deploy.embedded.peers import PeerPool  # noqa: E402
 from provisioner.deploy.embedded.settings import STREAM_SHARE, EmbeddedSettings  # noqa: E402
 from provisioner.inventory import Site, load_site  # noqa: E402
 from provisioner.state import DONE_STATES, StateStore  # noqa: E402
+from provisioner.testing.uplink_sim import SharedUplink, VirtualClock, spread_s  # noqa: E402
 from provisioner.workflow.rack import RackOptions, RackRunner  # noqa: E402
 
 DEFAULT_RETRY_S: int = EmbeddedSettings.model_fields["image_retry_after_s"].default
@@ -316,16 +316,6 @@ def deploy_rack(site: Site, farm: Farm, workdir: Path, args: argparse.Namespace,
         serve_p50_s=statistics.median(serving) if (serving := [
             r.phases["serve"] for r in result.results if "serve" in r.phases]) else 0.0,
     )
-
-
-def spread_s(hosts: int, streams: int, link_s: float) -> float:
-    """The least time for ``hosts`` to get the image from ``streams`` server streams and every
-    host that has it (one download each, ``link_s`` per image): all asking at once, each round
-    every holder serves one more host."""
-    have, rounds = 0, 0
-    while have < hosts:
-        have, rounds = 2 * have + streams, rounds + 1
-    return rounds * link_s
 
 
 def floor(results: list[Any], bound_s: float) -> float:

@@ -9,10 +9,10 @@
   it makes is charged a BMC latency in simulated time.
 - :class:`SimulatedBackend`: a DeployBackend that drives the real BMC (one-time PXE, power
   cycle, boot from disk, power cycle) and simulates only the image transfer, over a
-  :class:`~benchmarks.uplink_sim.SharedUplink`.
+  :class:`~provisioner.testing.uplink_sim.SharedUplink`.
 - :class:`Pacer`: the runner's reporter; tells the virtual clock when a host starts and ends.
 
-Everything is timed on a :class:`~benchmarks.uplink_sim.VirtualClock` (simulated seconds).
+Everything is timed on a :class:`~provisioner.testing.uplink_sim.VirtualClock` (simulated seconds).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 
 import yaml
 
-from benchmarks.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
 from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
 from provisioner.bmc.nic_select import NicRuleLike
 from provisioner.bmc.redfish_bmc import RedfishBMC
@@ -56,6 +55,7 @@ from provisioner.testing.redfish_peers import (
     sushy_emulator,
     write_emulator_config,
 )
+from provisioner.testing.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
 from provisioner.workflow.bmc_access import client_options
 from provisioner.workflow.rack import HostResult
 

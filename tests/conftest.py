@@ -15,10 +15,24 @@ if TYPE_CHECKING:
 # skip_policy fails a run that skips for anything but a missing machine capability.
 pytest_plugins = ("tests.skip_policy", "pytester")
 
+# pytest-timeout: every test gets a limit that only stops a hang (pyproject's `timeout` is the
+# default for the rest); the slowest kinds get theirs by marker, the largest one that applies.
+# A test's own @pytest.mark.timeout(N) wins. Limits are for a loaded 2-core CI machine.
+MARKER_TIMEOUTS_S = {"lab": 2400, "slow": 2400, "molecule": 3600, "longrun": 3600}
+
 REPO = Path(__file__).resolve().parent.parent
 # Recordings from real systems live in the repository (each folder with its PROVENANCE.md), so a
 # clone tests itself alone; a missing recording is a failure, never a skip.
 CORPUS = REPO / "tests" / "fixtures" / "corpus"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        limits = [s for name, s in MARKER_TIMEOUTS_S.items() if item.get_closest_marker(name)]
+        if limits:
+            item.add_marker(pytest.mark.timeout(max(limits)))
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +54,14 @@ def corpus_path(*parts: str) -> Path:
     if not p.exists():
         pytest.fail(f"recording not found: {p} (tests/fixtures/corpus is part of the repository)")
     return p
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """PROVISIONER_STATE_DIR set to this test's own folder: no test reads or writes the state
+    databases of the user running it."""
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 @pytest.fixture

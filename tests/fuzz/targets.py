@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import socket
+import socketserver
+import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +39,13 @@ class Target:
     convert: Callable[[bytes], bytes] | None = None
     # Instead of ``run``: also told which seed was mutated (the resource of a served tree).
     run_seed: Callable[[bytes, Path, int], Any] | None = None
+    # Seeds this parser must refuse with its typed error (Path.match patterns): negative samples
+    # and files of a neighbouring format, kept as seeds for what their mutations reach. Every
+    # other seed must parse.
+    refused: tuple[str, ...] = ()
+
+    def refuses(self, seed: Path) -> bool:
+        return any(seed.match(pattern) for pattern in self.refused)
 
     def seed_bytes(self) -> list[bytes]:
         raw = [p.read_bytes() for p in self.seeds]
@@ -366,6 +378,129 @@ def _maas(model_name: str) -> Run:
     return run
 
 
+class _Errors(logging.Handler):
+    """Counts the records at ERROR and above (a request that failed inside a server)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@functools.cache
+def _deploy_server() -> tuple[Any, _Errors]:
+    """A live deploy server (one per process): a gated image, peer serving on."""
+    from provisioner.deploy.embedded.http import DeployServer
+    from provisioner.deploy.embedded.peers import PeerPool
+
+    srv = DeployServer(bind="127.0.0.1", port=0, public_url="http://127.0.0.1", hold_s=0,
+                       max_image_streams=2, retry_after_s=1, peers=PeerPool(linger_s=0))
+    image = Path(tempfile.mkdtemp(prefix="fuzz-deploy-")) / "test.raw"
+    image.write_bytes(bytes(range(256)) * 64)
+    srv.files["images/test.raw"] = image
+    srv.gated_files.add("images/test.raw")
+    errors = _Errors()
+    logging.getLogger("provisioner.deploy.http").addHandler(errors)
+    srv.start()
+    return srv, errors
+
+
+def _deploy_http(data: bytes, work: Path) -> Any:
+    """One raw request at the deploy server: answered (never a 500, never an error inside the
+    server), and nothing served to h2 (its reservation is another address)."""
+    from provisioner.deploy.embedded.sessions import HostSession
+    from provisioner.secrets import Secret
+
+    srv, errors = _deploy_server()
+    sessions = {}
+    for name, address, mac in (("h1", "127.0.0.1", "52:54:00:00:00:01"),
+                               ("h2", "127.0.0.9", "52:54:00:00:00:02")):
+        srv.unregister(name)  # a fresh attempt: tokens unused, no report, no peer
+        sessions[name] = HostSession(
+            host=name, mac=mac, method="image", ipxe_script="#!ipxe\n", address=address,
+            config_env="DEPLOY_TOKEN='fuzz-token'\n", seed={"user-data": "#cloud-config\n"},
+            autoinstall={"user-data": "#cloud-config\n"}, token=Secret("fuzz-token"),
+            boot_token=Secret("fuzz-boot-token"), boot_key=Secret("fuzz-boot-key"),
+            peer_key=Secret("fuzz-peer-key"), peer_port=8081)
+        srv.register(sessions[name])
+    before = errors.count
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)  # a body shorter than its length ends here, no wait
+        except OSError:  # the server answered and closed before the whole request was sent
+            pass
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    # an HTTP/0.9 request line gets http.server's bare error page (no status line)
+    status = answer.split(b"\r\n", 1)[0].split(b" ") if answer.startswith(b"HTTP/") else []
+    if (status[1:2] == [b"500"]) or (not status and b"Error code: 500" in answer):
+        raise AssertionError(f"the server failed inside: {answer[:200]!r}")
+    if errors.count != before:
+        raise AssertionError("the deploy server logged an error for this request")
+    h2 = sessions["h2"]
+    if h2.image_streams or h2.image_sent_at is not None or h2.reports or h2.config_served:
+        raise AssertionError("h2's stream, reports or configuration went to another address")
+    return answer
+
+
+@functools.cache
+def _answer_server() -> tuple[str, dict[str, bytes]]:
+    """An image server that answers every request with the current case's raw bytes."""
+    state: dict[str, bytes] = {"answer": b""}
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.request.settimeout(5)
+            try:
+                while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                    pass
+                self.wfile.write(state["answer"])
+            except OSError:
+                pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/image.bin", state
+
+
+def _image_fetch(data: bytes, work: Path) -> Any:
+    """The bounded image fetch against one raw answer: a sha256, or a typed error."""
+    from provisioner.deploy.images.fetch import FetchLimits, fetch
+
+    url, state = _answer_server()
+    state["answer"] = data
+    limits = FetchLimits(max_bytes=1 << 20, cap_from="the fuzz cap", deadline_s=10,
+                         reserve_bytes=0)
+    return fetch(url, work / "image.bin", what="fuzzed image", limits=limits)
+
+
+def _safetext(data: bytes, work: Path) -> Any:
+    """Peer text through every output escape: nothing that acts survives, XML parses back,
+    a Prometheus label stays one label."""
+    import unicodedata
+    import xml.etree.ElementTree as ET
+
+    from provisioner.safetext import prom_label, terminal, xml, xml_tree
+
+    text = data.decode("utf-8", "surrogateescape")
+    acting = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+    for shown in (terminal(text), prom_label(text)):
+        bad = [c for c in shown if unicodedata.category(c) in acting]
+        if bad:
+            raise AssertionError(f"{bad[0]!r} survived escaping")
+    root = ET.Element("case", message=text)
+    root.text = text
+    back = ET.fromstring(ET.tostring(xml_tree(root), encoding="unicode"))
+    if back.get("message") != xml(text):
+        raise AssertionError("an XML attribute did not survive")
+    return back
+
+
 def targets() -> list[Target]:
     """All targets; the seeds are the real recordings and the project's own fixtures."""
     from cabling.errors import CablingError
@@ -387,7 +522,8 @@ def targets() -> list[Target]:
         Target("inventory.secret_file", (FIX / "deploy/seed-meta-data",), _secret_file, prov,
                "site.yml"),
         Target("inventory.vault", (FIX / "deploy/seed-meta-data",), _vault, prov, "vault.yml",
-               lambda b: b"bmc_password: " + b.splitlines()[0] + b"\nother: [1, 2]\n"),
+               lambda b: b"bmc_password: '" + b.splitlines()[0].replace(b"'", b"''")
+               + b"'\nother: [1, 2]\n"),
         Target("cabling.manifest.yaml", (FIX / "cabling/small-fabric.yaml", FIX / "cabling/roce-plan.yaml"),
                _manifest(".yaml"), cab, "manifest.yaml"),
         Target("cabling.manifest.json", (FIX / "cabling/small-fabric.yaml", FIX / "cabling/roce-plan.yaml"),
@@ -398,20 +534,21 @@ def targets() -> list[Target]:
                                         ib / "ufm-ndt-cabling-validation-dgx-a100-director/ndt/other/ndth2s.csv"),
                _manifest(".csv"), cab, "manifest.csv"),
         Target("cabling.ndt", _files(ib / "ufm-ndt-cabling-validation-dgx-a100-director/ndt", "*/*.ndt"),
-               _ndt, cab, "fabric.ndt"),
+               _ndt, cab, "fabric.ndt", refused=("negative/*.ndt",)),
         Target("cabling.ibnetdiscover", (*_files(ib / "ibnetdiscover-ens-lyon-x5-qdr-ddr"),
                                          ib / "ufm-ndt-cabling-validation-dgx-a100-director/ibnetdiscover_director.txt"),
                _loader("cabling.discovery.ibnetdiscover", "load_ibnetdiscover", "fabric.txt"), cab,
-               "fabric.txt"),
+               "fabric.txt", refused=("X5.map", "X5.spine", "X5.topology.conf")),
         Target("cabling.iblinkinfo", (FIX / "cabling/small-fabric.iblinkinfo",),
                _loader("cabling.discovery.iblinkinfo", "load_iblinkinfo", "links.txt"), cab, "links.txt"),
         Target("cabling.ibstat", _files(ib / "ibstat-a100-h100-gpud"),
                _loader("cabling.discovery.ibstat", "load_ibstat", "ibstat.txt"), cab, "ibstat.txt"),
         Target("cabling.ibstat_dir", _files(ib / "ibstat-a100-h100-gpud"), _ibstat_dir, cab, "gpu001.txt"),
         Target("cabling.node_name_map", _files(ib / "node-name-map-rdma-core-example"),
-               _loader("cabling.discovery.nodemap", "load_node_name_map", "names.map"), cab, "names.map"),
+               _loader("cabling.discovery.nodemap", "load_node_name_map", "names.map"), cab, "names.map",
+               refused=("*.rst",)),
         Target("cabling.guid_list", _files(ib / "node-name-map-rdma-core-example"), _guid_list, cab,
-               "guids.txt"),
+               "guids.txt", refused=("*.rst", "ib-node-name-map.example")),
         Target("cabling.lldp", (*_files(FIX / "cabling/lldp"), *_files(FIX / "cabling/lldp-switch"),
                                 *_files(CORPUS / "lldp/lldpctl-json-cumulus-bluefield-dpu-nvidia-bmm")),
                _loader("cabling.discovery.lldp", "load_lldp_dir", "gpu009.json"), cab, "gpu009.json"),
@@ -424,7 +561,8 @@ def targets() -> list[Target]:
                                str(FIX / "cabling/small-fabric.iblinkinfo")], "fabric.yaml", {0, 2, 3}),
                prov),
         Target("health.nvsmi", (*_files(nvsmi, "*valid*"), *_files(health, "nvidia-smi-q.*")),
-               _health("parse_nvsmi", "nvsmi"), prov),
+               _health("parse_nvsmi", "nvsmi"), prov,
+               refused=("nvidia-smi.*.out.0.valid",)),  # the plain summary table, not -q
         Target("health.nvlink_status", (nvsmi / "nvidia-smi.nvlink.status.a100",
                                         health / "nvlink-status.h100x2.one-inactive.txt"),
                _health("parse_nvlink_status", "nvlink"), prov),
@@ -447,19 +585,29 @@ def targets() -> list[Target]:
         Target("redfish.parse", redfish_seeds, _redfish, prov),
         Target("redfish.discover", tuple(f for _, _, f in _discovery_plan()), _redfish, prov,
                run_seed=_redfish_discover),
+        Target("deploy.http_request", _files(FIX / "fuzz/deploy-http"), _deploy_http, prov),
+        Target("images.fetch", _files(FIX / "fuzz/image-answers"), _image_fetch, prov,
+               refused=("redirect-*.http", "not-found.http")),
+        Target("safetext", (*redfish_seeds[:40], *_files(health, "*.txt")[:10],
+                            *_files(FIX / "fuzz/deploy-http")), _safetext, ()),
         *(Target(f"maas.{m}", (FIX / f"maas/{f}.json",), _maas(m), prov)
           for m, f in (("Machine", "machine"), ("BlockDevice", "blockdevices"), ("Subnet", "subnets"),
                        ("NodeDevice", "devices-gpu"), ("BootResource", "boot-resources"))),
     ]
 
 
+def run_case(target: Target, data: bytes, work: Path, seed: int = 0) -> None:
+    """Run one case; whatever it raises propagates."""
+    if target.run_seed is not None:
+        target.run_seed(data, work, seed)
+    else:
+        target.run(data, work)
+
+
 def check(target: Target, data: bytes, work: Path, seed: int = 0) -> BaseException | None:
     """Run one case; return the exception that breaks the rule (None: parsed or typed error)."""
     try:
-        if target.run_seed is not None:
-            target.run_seed(data, work, seed)
-        else:
-            target.run(data, work)
+        run_case(target, data, work, seed)
     except target.errors as exc:
         if target.names_file and target.names_file not in str(exc):
             return AssertionError(f"typed error does not name {target.names_file!r}: {exc}")

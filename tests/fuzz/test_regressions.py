@@ -141,3 +141,37 @@ def test_mutations_are_reproducible_and_change_the_input() -> None:
     runs = [[mutate(RandomChooser(i), seed) for i in range(50)] for _ in range(2)]
     assert runs[0] == runs[1]
     assert sum(m != seed for m in runs[0]) >= 45
+
+
+# -- #32: the deploy server and the image fetch -------------------------------------------------
+
+
+@pytest.mark.parametrize("request_bytes", [
+    # a chunked callback body whose chunk header is not hexadecimal (werkzeug: OSError)
+    b"POST /callback/h1/failed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-token\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\nf: !!float abc\n5\r\nhello\r\n0\r\n\r\n",
+    b"POST /callback/h1/failed HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzz-token\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n1e999\r\nhello\r\n0\r\n\r\n",
+    # a Host header whose label idna cannot encode (over 63 characters)
+    b"GET /files/images/test.raw?host=h1 HTTP/1.1\r\nHost: " + b"9" * 300 + b"\r\n\r\n",
+])
+def test_the_deploy_server_answers_malformed_requests_with_4xx(request_bytes: bytes,
+                                                                tmp_path: Path) -> None:
+    from tests.fuzz.targets import _deploy_http
+
+    answer = _deploy_http(request_bytes, tmp_path)  # raises on a 500 or an error inside
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: " + HUGE.encode() + b"\r\n\r\nx", "5000-digit size"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 84\r\n\r\nshort", "broke off after 5 bytes"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", "broke off"),
+])
+def test_an_image_answer_that_breaks_is_a_typed_error(answer: bytes, error: str,
+                                                       tmp_path: Path) -> None:
+    from tests.fuzz.targets import _image_fetch
+
+    with pytest.raises(ProvisionerError, match=error):
+        _image_fetch(answer, tmp_path)
+    assert not (tmp_path / "image.bin").exists()

@@ -12,18 +12,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from benchmarks.uplink_sim import (
+from provisioner.testing.uplink_sim import (
     ClockStalled,
     SharedUplink,
     VirtualClock,
     VirtualSemaphore,
+    spread_s,
 )
+from tests.support.waiting import HANG_S, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 GIB = 1 << 30
@@ -143,8 +144,6 @@ def lab_is_up() -> bool:
 
 
 def test_the_doubling_spread_with_peers() -> None:
-    from benchmarks.rack import spread_s
-
     # 10 server streams, every holder serves one more each round: 10, 30, 70, 150, 310, 630
     assert spread_s(512, 10, 3.0) == 6 * 3.0
     assert spread_s(10, 10, 3.0) == 3.0 and spread_s(11, 10, 3.0) == 6.0
@@ -220,6 +219,14 @@ def test_benchmark_small_rack(tmp_path: Path) -> None:
         assert "lab_1_s" not in r
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
     err = tmp_path / "stderr"
     with err.open("w") as errf:
@@ -228,17 +235,16 @@ def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
              "--boot-s", "0"],
             stdout=subprocess.DEVNULL, stderr=errf, cwd=tmp_path, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while "BMCs up" not in err.read_text() and time.monotonic() < deadline:
+        def farm_up() -> bool:
             assert proc.poll() is None, err.read_text()
-            time.sleep(0.2)
-        time.sleep(1.0)  # hosts in flight
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == 130, err.read_text()
+            return "BMCs up" in err.read_text()
+
+        wait_until(farm_up, "the benchmark's BMC farm")
+        proc.send_signal(signal.SIGTERM)  # while the rack deploys against the farm
+        assert proc.wait(timeout=HANG_S) == 130, err.read_text()
         assert "interrupted: the hosts in flight failed" in err.read_text()
-        time.sleep(0.5)
-        with pytest.raises(ProcessLookupError):  # nothing left in its process group
-            os.killpg(proc.pid, 0)
+        # nothing left in its process group once the farm's processes have exited
+        wait_until(lambda: not _group_alive(proc.pid), "the BMC farm's processes to exit")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -4,6 +4,9 @@ deploy ramdisk, real SSH and Ansible.
 
 Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
 hint is changed to a serial no disk has. Checked:
+- `provision rack` interrupted (Ctrl-C) once site.yml runs leaves host01 and host02 installed
+  (`deployed`); the next `provision rack` continues them with site.yml only (same boot ids, no
+  PXE), their host keys read again;
 - host01 and host02 deploy: the image lands on the disk the hint names (not the first one
   enumerated), the ramdisk starts the installed OS by kexec (the lab site's installed_boot;
   no second boot) after offering its image to peers, SSH works, `ansible -m ping` passes, and the whole of
@@ -14,8 +17,11 @@ hint is changed to a serial no disk has. Checked:
   on each host serves those verdicts from its textfile collector;
 - host03 ends `failed` with the reason while the others finish;
 - a marker on a data disk of host01 survives `provision reimage lab-host01`;
-- during that re-image, host03 (not targeted) PXE-boots and never gets a DHCP offer (dnsmasq log);
-- host02 is not touched by the re-image (same boot id);
+- during that re-image, host03 (not targeted) PXE-boots (`provision boot`/`power` on it work:
+  the re-image locks host01 only) and never gets a DHCP offer (dnsmasq log), and `provision
+  health lab-host02` runs to its end;
+- host02 is not touched by the re-image (same boot id); `maintenance` then `--off` returns it to
+  its state, and `provision rack` then leaves it alone;
 - `provision rack` on a pseudo-terminal shows live progress: the image step before any host
   PXE-boots, the site.yml log's path when it opens (the file grows while the playbook runs),
   Ansible's tasks while they run, and "done" only after site.yml.
@@ -30,6 +36,7 @@ import pty
 import re
 import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -44,6 +51,8 @@ import pytest
 
 from provisioner.deploy.embedded.dnsmasq import parse_ignored, parse_offers
 from provisioner.lab.network import free_slot
+from tests.support import machine
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -66,11 +75,8 @@ def _phase(name: str) -> None:
 
 
 def _require() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces, libvirt, dnsmasq)")
-    for tool in ("qemu-system-x86_64", "libvirtd", "dnsmasq", "debootstrap", "ssh"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (run ./scripts/install-deps)")
+    machine.require("root", "tun")
+    machine.require_tools(["qemu-system-x86_64", "libvirtd", "dnsmasq", "debootstrap", "ssh"])
 
 
 class Lab:
@@ -183,7 +189,15 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 
 def test_rack_then_reimage(lab: Lab) -> None:
-    _phase('provision rack: two hosts deploy, the third fails with its reason')
+    _phase('provision rack, Ctrl-C once site.yml runs: the hosts stay installed')
+    _rack_interrupted_in_site_yml(lab, "lab-host01", "lab-host02", "lab-host03")
+    states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
+    for host in ("lab-host01", "lab-host02"):
+        assert states[host]["state"] == "deployed", states[host]
+    boots = {h: lab.ssh(h, "cat /proc/sys/kernel/random/boot_id") for h in ("lab-host01",
+                                                                             "lab-host02")}
+
+    _phase('provision rack again: site.yml only for the installed hosts, the third fails again')
     # no --playbook: the whole of site.yml, as `provision rack` runs it on a real rack; run on a
     # pseudo-terminal like a person would, so the live progress view is what it prints
     run = _rack_under_pty(lab, "lab-host01", "lab-host02", "lab-host03")
@@ -195,6 +209,10 @@ def test_rack_then_reimage(lab: Lab) -> None:
     assert by_host["lab-host03"]["data"]["status"] == "failed"
     assert BAD_SERIAL in by_host["lab-host03"]["message"]
     _assert_progress_was_live(run)
+    for host in ("lab-host01", "lab-host02"):  # continued, not installed again
+        phases = [e["phase"] for e in run.events if e["kind"] == "phase" and e["host"] == host]
+        assert "resume" in phases and "pxe" not in phases, phases
+        assert lab.ssh(host, "cat /proc/sys/kernel/random/boot_id") == boots[host]
 
     states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
     assert states["lab-host01"]["state"] == "configured"
@@ -270,7 +288,16 @@ def test_rack_then_reimage(lab: Lab) -> None:
     boot01 = lab.ssh("lab-host01", "cat /proc/sys/kernel/random/boot_id")
     boot02 = lab.ssh("lab-host02", "cat /proc/sys/kernel/random/boot_id")
 
-    _phase('re-image host01 only, while host03 asks for DHCP')
+    _phase('maintenance, then --off, then rack: host02 is left as it was')
+    before = {s["host"]: s["state"] for s in json.loads(lab.provision("status", "--json").stdout)}
+    lab.provision("maintenance", "lab-host02", "-r", "e2e: reseat a cable")
+    off = lab.provision("maintenance", "lab-host02", "--off")
+    assert f"lab-host02: maintenance -> {before['lab-host02']}" in off.stdout, off.stdout
+    again = json.loads(lab.provision("rack", "lab-host02", "--json").stdout)
+    assert again["hosts"][0]["status"] == "skipped", again
+    assert again["hosts"][0]["reason"] == f"already {before['lab-host02']}"
+
+    _phase('re-image host01 only, while host03 asks for DHCP and host02 is checked')
     log = lab.dnsmasq_log()
     offset = log.stat().st_size if log else 0
     reimage = subprocess.Popen(
@@ -292,6 +319,11 @@ def test_rack_then_reimage(lab: Lab) -> None:
         else:
             pytest.fail("the re-image never started dnsmasq")
         _pxe_boot_untargeted(lab, "lab-host03")
+        # per-host locks: the re-image holds host01 only, so host02's health runs meanwhile
+        health = lab.provision("health", "lab-host02", "--json", check=False)
+        assert health.returncode in (0, 3), health.stdout + health.stderr
+        assert "in use by" not in health.stderr
+        assert reimage.poll() is None, "the re-image ended before the health run: not at once"
         out, err = reimage.communicate(timeout=1800)
     finally:
         if reimage.poll() is None:
@@ -331,7 +363,8 @@ def _bios_baseline_on_the_vms(lab: Lab) -> None:
     res = lab.provision("bios", "check", "--json", check=False)
     assert res.returncode == 3, res.stdout + res.stderr
     items = {r["host"]: r["items"] for r in json.loads(res.stdout)}
-    assert items["lab-host03"] == [{"kind": "bios", "name": "ProcTurboMode", "have": "Enabled",
+    assert items["lab-host03"] == [{"kind": "bios", "name": "ProcTurboMode",
+                                    "entry": "ProcTurboMode", "have": "Enabled",
                                     "want": "Disabled", "status": "drift",
                                     "hint": "provision bios apply sets it (one reset)"}]
     # host01 is configured (in use): spared; host03 failed its deploy: reset, read back.
@@ -357,6 +390,36 @@ def _bios_baseline_on_the_vms(lab: Lab) -> None:
     (refused,) = json.loads(res.stdout)
     assert refused["reason"] == "baseline refused"
     assert "did you mean 'ProcTurboMode'" in refused["error"]
+
+
+def _rack_interrupted_in_site_yml(lab: Lab, *hosts: str) -> None:
+    """`provision rack`, and Ctrl-C (SIGINT to its process group, ansible-playbook included, as a
+    terminal sends it) as soon as site.yml runs its first task."""
+    events_file = lab.tmp / f"rack-interrupted-{time.monotonic_ns()}.jsonl"
+    err = lab.tmp / "rack-interrupted.stderr"
+    with err.open("w") as errf:
+        proc = subprocess.Popen(
+            [str(BIN / "provision"), "rack", *hosts, "--events", str(events_file)],
+            env=lab.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        def in_site_yml() -> bool:
+            assert proc.poll() is None, err.read_text()[-4000:]
+            text = events_file.read_text() if events_file.exists() else ""
+            return any(json.loads(line).get("kind") == "task" for line in text.splitlines()
+                       if line.strip())
+
+        wait_until(in_site_yml, "site.yml's first task", limit_s=3600, poll_s=1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=1800) == 130, err.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    interrupted = [json.loads(line) for line in events_file.read_text().splitlines()
+                   if line.strip()]
+    assert any(e["kind"] == "phase" and e["phase"] == "interrupted" for e in interrupted), (
+        err.read_text()[-4000:])
 
 
 @dataclass
@@ -479,19 +542,10 @@ def _mac_of(lab: Lab, host: str) -> str:
 
 
 def _pxe_boot_untargeted(lab: Lab, host: str) -> None:
-    # The re-image holds the site's orchestrator lock, so `provision boot/power` are refused
-    # (exit 4) meanwhile; drive the BMC directly, like someone at its web console would.
-    from provisioner.bmc.base import BootTarget, PowerAction
-    from provisioner.inventory import load_site
-    from provisioner.workflow.bmc_access import open_bmc
-
-    site = load_site(lab.site_dir)
-    bmc = open_bmc(site, site.host(host))
-    try:
-        bmc.set_boot(BootTarget.PXE)
-        bmc.power(PowerAction.CYCLE)
-    finally:
-        bmc.close()
+    # The re-image holds its own host's lock only: `provision boot/power` on another host of the
+    # site work meanwhile.
+    lab.provision("boot", "pxe", host)
+    lab.provision("power", "cycle", host)
     # give its iPXE time to send a few DHCPDISCOVERs while the re-image runs
     log = lab.dnsmasq_log()
     mac = _mac_of(lab, host)

@@ -24,6 +24,8 @@ from provisioner.lab.netns import in_netns, netns_exists, netns_pids, pid_alive
 from provisioner.lab.network import free_slot
 from provisioner.lab.plan import LabPlan
 from provisioner.state import StateStore
+from tests.support import machine
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -31,20 +33,10 @@ NETNS = f"plabit{os.getpid() % 1000:03d}"  # unique per run: labs of others may 
 runner = CliRunner()
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    missing = daemons.missing_tools()
-    if missing:
-        return "lab prerequisites missing: " + ", ".join(missing)
-    return None
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    machine.require("root", "tun")
+    machine.fail_if_missing(daemons.missing_tools(), "scripts/deps/20-lab.list")
     mp = pytest.MonkeyPatch()
     inventory = tmp_path_factory.mktemp("lab-inventory")
     mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
@@ -216,9 +208,7 @@ def _capture(bridge: str, out: Path) -> subprocess.Popen:
         stdout=fh,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 10
-    while "listening on" not in out.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: "listening on" in out.read_text(), "tcpdump to listen")
     return proc
 
 
@@ -343,7 +333,7 @@ def test_down_after_a_crash_leaves_nothing(lab):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    time.sleep(0.5)
+    wait_until(lambda: (lab.state_dir / "stray.pid").exists(), "the stray dnsmasq to start")
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0, res.output
     stray.wait(timeout=10)

@@ -16,6 +16,8 @@ from provisioner.inventory.credentials import resolve_credentials
 from provisioner.lab import daemons
 from provisioner.lab.netns import in_netns, netns_exists
 from provisioner.lab.network import free_slot
+from tests.support import machine
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -25,11 +27,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def uefi_lab(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    missing = daemons.missing_tools("uefi")
-    if missing:
-        pytest.skip("lab prerequisites missing: " + ", ".join(missing))
+    machine.require("root", "tun")
+    machine.fail_if_missing(daemons.missing_tools("uefi"), "scripts/deps/20-lab.list")
     mp = pytest.MonkeyPatch()
     mp.setenv("PROVISIONER_LAB_NETNS", NETNS)
     mp.setenv("PROVISIONER_LAB_SLOT", str(free_slot(NETNS)))
@@ -69,9 +68,7 @@ def test_uefi_vm_pxe_boots_through_its_bmc(uefi_lab, tmp_path):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 10
-        while "listening on" not in capture.read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: "listening on" in capture.read_text(), "tcpdump to listen")
         boot = {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}
         assert requests.patch(system, json={"Boot": boot}, **kw).status_code in (200, 204)
         reset = f"{system}/Actions/ComputerSystem.Reset"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import machine
+
 REPO = Path(__file__).resolve().parents[3]
 # "role" for a role's default scenario, "role/scenario" for its others (scripts/molecule/test-role).
 ROLES = sorted(p.parents[2].name + ("" if p.parent.name == "default" else f"/{p.parent.name}")
@@ -39,12 +41,9 @@ def _run_scenario(role: str) -> subprocess.CompletedProcess[str]:
 def scenarios(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[
         subprocess.CompletedProcess[str]]]]:
     """Starts the selected roles' scenarios in the background; skips where they cannot run."""
-    if os.geteuid() != 0:
-        pytest.skip("molecule scenarios need root (podman storage, debootstrap)")
-    missing = [t for t in ("podman", "runc", "debootstrap", "dpkg-scanpackages", "gpg")
-               if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"missing {', '.join(missing)}: run scripts/install-deps")
+    machine.require("root")
+    machine.require_tools(["podman", "runc", "debootstrap", "dpkg-scanpackages", "gpg"],
+                          "scripts/deps/30-molecule.list")
     subprocess.run([str(REPO / "scripts/molecule/build-image")], check=True, timeout=900)
     items = [i for i in request.session.items
              if isinstance(i, pytest.Function) and i.module is request.module]

@@ -12,6 +12,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.support import machine
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -26,9 +28,13 @@ def _builder() -> ModuleType:
 
 
 standin = _builder()
-needs_tools = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("dpkg-deb", "dpkg-scanpackages", "gpg", "gpgv")),
-    reason="dpkg-dev and gnupg are needed (scripts/deps/30-molecule.list)")
+@pytest.fixture
+def repo_tools() -> None:
+    machine.require_tools(["dpkg-deb", "dpkg-scanpackages", "gpg", "gpgv"],
+                          "scripts/deps/30-molecule.list")
+
+
+needs_tools = pytest.mark.usefixtures("repo_tools")
 
 SPEC = """
 repository: {suite: bookworm, component: stable}
