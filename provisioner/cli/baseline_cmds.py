@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +17,7 @@ from provisioner.cli.common import (
     print_json,
     site_name,
 )
+from provisioner.cli.consoles import TerminalConsole
 from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.cli.tables import Col, WideOption, fit_table, print_table
 from provisioner.exceptions import InputError, PartialFailure
@@ -45,8 +45,7 @@ from provisioner.workflow.firmware import (
 from provisioner.workflow.firmware_images import ImageCache
 
 # Hints wrap at 80 columns (or the terminal's width), indented under the host they are for.
-err = Console(stderr=True, highlight=False, soft_wrap=False, emoji=False,
-              width=min(Console(stderr=True).width, 80))
+err = TerminalConsole(stderr=True, highlight=False, soft_wrap=False, emoji=False, max_width=80)
 
 firmware_app = typer.Typer(help="Firmware baselines: what each host must run, and who drifts.",
                            no_args_is_help=True)

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,6 +18,7 @@ from provisioner.cli.common import (
     print_json,
     site_name,
 )
+from provisioner.cli.consoles import TerminalConsole
 from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.cli.nic_explain import print_explanation
 from provisioner.cli.tables import (
@@ -48,7 +48,7 @@ from provisioner.workflow.discover import (
 )
 from provisioner.workflow.selection import without_maintenance
 
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+err = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 ParallelOption = typer.Option(
     None, "--parallel", min=1, help="BMCs at once (default: settings.redfish.max_parallel)."

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from provisioner.cli import help_style
+from provisioner.cli.consoles import TerminalConsole
 
 if TYPE_CHECKING:
     from provisioner.inventory import Host
@@ -23,7 +23,7 @@ DEFAULT_SITE = "lab"
 help_style.install()
 
 # emoji off: ":ab:" in a MAC address is not an emoji code
-console = Console(highlight=False, soft_wrap=True, emoji=False)
+console = TerminalConsole(highlight=False, soft_wrap=True, emoji=False)
 
 SiteOption = typer.Option(
     None,

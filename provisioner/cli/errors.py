@@ -8,10 +8,10 @@ from functools import wraps
 from typing import ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from provisioner.cli.consoles import TerminalConsole
 from provisioner.exceptions import ExitCode, ProvisionerError
 from provisioner.safetext import terminal
 
@@ -20,7 +20,7 @@ R = TypeVar("R")
 
 # Messages carry file names, keys and whatever a BMC or host sent: never read them as Rich markup
 # or emoji codes (`[settings.x]` would vanish, `[/]` would crash, `site.yml:100:` would be an emoji).
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+err_console = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def plain(text: object) -> str:

@@ -6,8 +6,8 @@ import json
 from typing import Literal
 
 import typer
-from rich.console import Console
 
+from provisioner.cli.consoles import TerminalConsole
 from provisioner.cli.errors import exit_with, handle_errors
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode
@@ -19,7 +19,7 @@ lab_app = typer.Typer(
     no_args_is_help=True,
 )
 # Tables fit the terminal (80 columns when piped), dropping the least useful columns first.
-console = Console(highlight=False, emoji=False)
+console = TerminalConsole(highlight=False, emoji=False)
 
 
 def _print_status(st: object, wide: bool = False) -> None:

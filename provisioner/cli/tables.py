@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import typer
-from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from provisioner.cli.consoles import TerminalConsole
 
 WRAP_MIN = 12  # narrowest a prose column gets before a column is dropped instead
 WideOptionHelp = "Show every column, however wide (default: fit the terminal, 80 when piped)."
@@ -83,18 +84,15 @@ def fit_table(
     return table
 
 
-def print_table(console: Console, table: Table, *, wide: bool = False) -> None:
+def print_table(console: TerminalConsole, table: Table, *, wide: bool = False) -> None:
     """Print a fitted table; with ``wide`` at its full width even past the terminal's."""
     if wide:
         options = console.options.update(width=10_000)
         need = Measurement.get(console, options, table).maximum
-        # a rich console never prints past its own width: widen it for this table only
-        before = console.width
-        console.width = max(before, need)
-        try:
+        # a rich console never prints past its own width: widen it for this table only (setting
+        # console.width would fix the width for the rest of the process)
+        with console.widened(need):
             console.print(table)
-        finally:
-            console.width = before
     else:
         console.print(table)
 
