@@ -432,10 +432,11 @@ class IronicBackend(DeployBackend):
         deadline = self._clock() + timeout_s
         shown = None
         since: float | None = self._clock()  # the first read follows an action: newer only
-        # Ironic takes a moment to act; meanwhile another waiter's poll usually reads the
-        # node too, so the first look costs no request of its own.
-        self._sleep(settings.poll_interval_s)
+        # Ironic takes a moment to act; meanwhile another waiter's poll reads the node too
+        # (it is watched from now on), so the first look costs no request of its own.
+        poller.watch(uuid, group=group)
         try:
+            self._sleep(settings.poll_interval_s)
             while True:
                 current = poller.read(uuid, group=group, since=since)
                 since = None

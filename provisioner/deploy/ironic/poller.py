@@ -34,6 +34,13 @@ class NodePoller:
         self.polls = 0  # list reads made for them (tests and benchmarks)
         self.pages = 0  # list requests those reads needed
 
+    def watch(self, uuid: str, *, group: str | None = None) -> None:
+        """Read the node in every list call from now on: a waiter registers before its first
+        pause, so that other waiters' list calls during the pause answer its first read too
+        (registered only at that read, every wait's first read cost a list call of its own)."""
+        with self._lock:
+            self._watched[uuid] = group
+
     def read(self, uuid: str, *, group: str | None = None, since: float | None = None
              ) -> dict[str, Any]:
         """The node's state fields, read at most ``max_age_s`` ago; with ``since`` (right after
