@@ -17,6 +17,7 @@ from typing import Literal
 from cabling.errors import CablingInputError
 from cabling.model import Endpoint, Manifest
 from cabling.ports import hca_of, port_number
+from cabling.simulate import SimFabric
 
 # What ibsim 0.10 (Debian 12) reads on a port line; it has no NDR: plan with --speed HDR.
 SIM_SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR")
@@ -160,11 +161,30 @@ class BuiltFabric:
     def add_host(self, name: str, to: str) -> Cable:
         """An unplanned host's ``mlx5_0`` cabled into the free port ``to``."""
         target = self._free(to)
-        self.extra_hosts.append(name)
-        self._hca_guids[(name.casefold(), "mlx5_0")] = 0x0C42A103FF000000 + 4 * len(self.extra_hosts)
+        self._extra_host(name)
         cable = Cable(Endpoint(device=name, port="mlx5_0"), target, "4x", self.manifest.fabric.speed or "HDR")
         self.cables.append(cable)
         return cable
+
+    @classmethod
+    def from_simulated(cls, manifest: Manifest, sim: SimFabric) -> tuple[BuiltFabric, list[Endpoint]]:
+        """The cabling of ``provision cabling simulate``'s fault injection, to build in ibsim: the
+        cables as plugged (moved, swapped, never plugged, unplanned hosts) at the rates they train
+        at; and the ports ``sim`` has down, to unlink through the console once the simulator runs."""
+        built = cls(manifest)
+        built.cables = [Cable(lk.a, lk.b, lk.width, lk.speed) for lk in sim.links]
+        # A port that is down has its planned cable plugged in: it goes dark once the simulator runs.
+        down = {ep.key for ep in sim.down}
+        built.cables += [Cable(lk.a, lk.b, manifest.expected_width(lk) or "4x", manifest.expected_speed(lk) or "HDR")
+                         for lk in manifest.links if lk.a.key in down or lk.b.key in down]
+        for name in sim.extra_hosts:
+            built._extra_host(name)
+        return built, list(sim.down)
+
+    def _extra_host(self, name: str) -> None:
+        """A host the plan does not have, with one HCA (``mlx5_0``)."""
+        self.extra_hosts.append(name)
+        self._hca_guids[(name.casefold(), "mlx5_0")] = 0x0C42A103FF000000 + 4 * len(self.extra_hosts)
 
     # -- the netfile ----------------------------------------------------------------------------
 
