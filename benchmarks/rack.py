@@ -555,7 +555,14 @@ def scenario(tmp: Path, args: argparse.Namespace) -> list[RunFigures]:
     return runs
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM unwinds like Ctrl-C from the start, not only while a rack deploys: a benchmark
+    # stopped while its farm starts or its site is written still stops the farm's processes
+    signal.signal(signal.SIGTERM, _terminated)
     args = parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, max(soft, 4 * max(args.hosts) + 1024))

@@ -250,6 +250,29 @@ def test_interrupted_benchmark_stops_its_bmc_farm(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def test_benchmark_terminated_while_its_farm_starts_stops_it(tmp_path: Path) -> None:
+    # SIGTERM before the first rack deploys (the farm is starting): the benchmark unwinds as on
+    # Ctrl-C, so the emulator and the proxy it started are stopped, not orphaned
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("w") as outf, err.open("w") as errf:
+        proc = subprocess.Popen(
+            [sys.executable, "-u", str(REPO / "benchmarks" / "rack.py"), "--hosts", "32",
+             "--boot-s", "0"],
+            stdout=outf, stderr=errf, cwd=tmp_path, start_new_session=True)
+    try:
+        def started() -> bool:
+            assert proc.poll() is None, err.read_text()
+            return "Times in simulated seconds." in out.read_text()
+
+        wait_until(started, "the benchmark's first line")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG_S) == 130, err.read_text()
+        wait_until(lambda: not _group_alive(proc.pid), "the BMC farm's processes to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_benchmark_streams_that_do_not_verify_are_streamed_again(tmp_path: Path) -> None:
     # half the streams do not verify: the new default's ramdisk streams again (2 in all) before
     # it fails the attempt; seed 1 draws at least one bad stream among 4 hosts
