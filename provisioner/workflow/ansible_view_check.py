@@ -77,6 +77,9 @@ def check_ansible_view(site_dir: Path, *, timeout_s: float = TIMEOUT_S) -> Ansib
     if exe is None:
         return AnsibleView(False, "ansible-inventory is not installed here: Ansible's view of "
                            "the site was not checked (./scripts/install-deps installs it)")
+    # it runs in the repository (its ansible.cfg): a site named relative to the caller's folder
+    # (pre-commit passes inventory/dc1/site.yml) would be looked up in the repository instead
+    site_dir = site_dir.absolute()
     root = repo_root()
     env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_FORCE_COLOR": "0"}
