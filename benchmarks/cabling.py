@@ -10,6 +10,12 @@ figure that measures the code rather than the neighbours.
 
     .venv/bin/python benchmarks/cabling.py [--faults-per-kind 40] [--repeat 3]
 
+``--real-tools`` times the path a user runs instead, with the real InfiniBand stack as the fabric:
+the same faults built into ibsim (the fabric simulator, Debian 12's ibsim-utils), one OpenSM sweep,
+then ``ibnetdiscover`` and ``iblinkinfo`` (infiniband-diags) each timed (best of ``--repeat``), then
+our ``python -m cabling validate`` on their outputs (best of ``--cli-repeat``), checked to find every
+fault with a working fix and nothing else.
+
 Ends with one line: ``RESULT key=value ...``.
 """
 
@@ -29,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cabling.diff import validate
 from cabling.discovery.iblinkinfo import parse_iblinkinfo
 from cabling.discovery.ibnetdiscover import parse_ibnetdiscover
+from cabling.ibsim.netfile import BuiltFabric
+from cabling.ibsim.simulator import Simulator, launch, missing_tools
 from cabling.manifest import dump_manifest, parse_manifest
 from cabling.model import Manifest
 from cabling.plan import PlanSpec, plan_fat_tree
@@ -121,6 +129,70 @@ def _end_to_end(manifest: Manifest, ibnet: str, down: str, repeat: int) -> dict[
             "cli_provision_validate_cpu_s": p_cpu, "cli_provision_peak_mib": p_mib}
 
 
+def _timed_tool(sim: Simulator, argv: tuple[str, ...], repeat: int, out: Path) -> float:
+    """Best wall seconds of one diag against the simulator over ``repeat`` runs; its output kept."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        done = sim.run(*argv)
+        best = min(best, time.perf_counter() - t0)
+    out.write_text(done.stdout, encoding="utf-8")
+    return best
+
+
+def real_tools(hosts: int, per_kind: int, repeat: int, cli_repeat: int) -> int:
+    """The real-tool path: ibsim + OpenSM + ibnetdiscover + iblinkinfo, then our validate; exit 1 if
+    the stack is missing or validate missed a fault or raised a false alarm."""
+    missing = missing_tools()
+    if missing:
+        print(f"PROBLEM: not installed: {', '.join(missing)} (scripts/deps/40-cabling.list; ./scripts/install-deps)")
+        return 1
+    manifest = plan_fat_tree(PlanSpec(hosts=hosts, speed="HDR"))  # ibsim 0.10 has no NDR
+    sim = inject_faults(manifest, per_kind, seed=2026)
+    built, down = BuiltFabric.from_simulated(manifest, sim)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "plan.yaml").write_text(dump_manifest(manifest), encoding="utf-8")
+        ibsim = launch(built, d / "sim")
+        t0 = time.perf_counter()
+        with ibsim:
+            t_start = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ibsim.sweep()
+            t_sweep = time.perf_counter() - t0
+            for ep in down:
+                ibsim.unlink(built.node_id(ep), built.sim_port(ep))
+            t_ibnet = _timed_tool(ibsim, ("ibnetdiscover",), repeat, d / "ibnetdiscover.txt")
+            t_link = _timed_tool(ibsim, ("iblinkinfo",), repeat, d / "iblinkinfo.txt")
+        args = ["validate", "-m", str(d / "plan.yaml"), "--ibnetdiscover", str(d / "ibnetdiscover.txt"),
+                "--iblinkinfo", str(d / "iblinkinfo.txt"), "-f", "json", "-o", str(d / "report.json")]
+        v_s, v_cpu, v_mib, v_rc = _process("cabling", args, cli_repeat, d)
+        fab = parse_ibnetdiscover((d / "ibnetdiscover.txt").read_text(encoding="utf-8"), "ibnetdiscover.txt")
+        fab.merge(parse_iblinkinfo((d / "iblinkinfo.txt").read_text(encoding="utf-8"), "iblinkinfo.txt"))
+        report = validate(manifest, resolve(fab, manifest))
+        sizes = {n: (d / f"{n}.txt").stat().st_size // 1024 for n in ("ibnetdiscover", "iblinkinfo")}
+    problems = verify_report(manifest, sim, report, tell_down=False)
+    if v_rc != 3:
+        problems.append(f"validate exited {v_rc}, want 3 (findings)")
+    nodes, _, _ = built.capacity()
+    print(f"fabric: {hosts} hosts, {len(manifest.links)} cables, {nodes - 16} nodes in ibsim, "
+          f"{len(sim.faults)} faults ({per_kind} of each of {len(FAULT_KINDS)} kinds)")
+    print(f"ibsim start {t_start:.1f} s, one OpenSM sweep {t_sweep:.1f} s")
+    print(f"ibnetdiscover {t_ibnet:.2f} s ({sizes['ibnetdiscover']} KiB), iblinkinfo {t_link:.2f} s "
+          f"({sizes['iblinkinfo']} KiB), best of {repeat}")
+    print(f"python -m cabling validate on both: {v_s:.2f} s wall, {v_cpu:.2f} s CPU, {v_mib:.0f} MiB, "
+          f"best of {cli_repeat}; {len(report.findings)} findings")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    total = t_ibnet + t_link + v_s
+    print(f"RESULT path=real-tools hosts={hosts} links={len(manifest.links)} faults={len(sim.faults)} "
+          f"findings={len(report.findings)} all_found={'yes' if not problems else 'no'} "
+          f"ibsim_start_s={t_start:.2f} opensm_sweep_s={t_sweep:.2f} ibnetdiscover_s={t_ibnet:.3f} "
+          f"iblinkinfo_s={t_link:.3f} validate_s={v_s:.3f} validate_cpu_s={v_cpu:.3f} validate_peak_mib={v_mib:.0f} "
+          f"tools_plus_validate_s={total:.3f}")
+    return 1 if problems else 0
+
+
 def main() -> int:
     """Run the benchmark; exit 1 if validate missed a fault or raised a false alarm."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -128,7 +200,11 @@ def main() -> int:
     ap.add_argument("--faults-per-kind", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cli-repeat", type=int, default=5, help="end-to-end runs of each command (best taken)")
+    ap.add_argument("--real-tools", action="store_true",
+                    help="time ibsim + ibnetdiscover + iblinkinfo + validate instead (the real InfiniBand stack)")
     args = ap.parse_args()
+    if args.real_tools:
+        return real_tools(args.hosts, args.faults_per_kind, args.repeat, args.cli_repeat)
 
     t_plan, _, manifest = _best(lambda: plan_fat_tree(PlanSpec(hosts=args.hosts)), 1)
     text = dump_manifest(manifest)

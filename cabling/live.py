@@ -96,6 +96,9 @@ class Capture:
     at: float = 0.0
 
 
+_VIA_DOC = "docs/cabling.md, 'Live'"
+
+
 def capture(target: LiveTarget, folder: Path, *, counters: bool = True) -> Capture:
     """Run the tools once; their outputs are files in ``folder`` (kept for audit)."""
     try:
@@ -140,7 +143,10 @@ def _run(target: LiveTarget, tool: str, args: list[str], output: Path, *, stdin:
                   err.decode(errors="replace")[-_STDERR_KEEP:])
     if code not in ok:
         why = cmd.stderr.strip().splitlines()[-1] if cmd.stderr.strip() else f"exit {code}"
-        hint = ("check the SSH destination and that the tools are installed there" if target.via and code == 255
+        hint = (f"check the SSH destination and that the tools are installed there: --via takes what ssh takes "
+                f"(host, user@host, a Host of --ssh-config), not a site host name ssh cannot resolve; "
+                f"'provision inventory show --site SITE' lists each host's address ({_VIA_DOC})"
+                if target.via and code == 255
                 else "check the HCA (--ca), that the port is up ('ibstat') and that the tools may open it "
                      "(root, or --run-with 'sudo -n')")
         raise DiscoveryUnavailable(f"{tool} failed {target.where()} (exit {code}): {why[:300]}", hint=hint)

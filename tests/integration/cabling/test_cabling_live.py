@@ -119,6 +119,15 @@ def test_live_refuses_what_it_cannot_do(plan, tmp_path):
     r = runner.invoke(cabling_app, ["validate", "-m", str(plan), "--live", "--run-with", "env PATH=/nonexistent",
                                     "--raw-dir", str(tmp_path / "raw")])
     assert r.exit_code == 2 and "ibnetdiscover failed on this host (exit 127)" in r.output, r.output
+    # An SSH hop that fails (here: a Host whose connection closes at once, as one ssh cannot reach does):
+    # ssh's exit 255, named, with what --via takes (an SSH destination, not a site host name).
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu042\n  ProxyCommand false\n")
+    r = runner.invoke(cabling_app, ["validate", "-m", str(plan), "--live", "--via", "gpu042", "--ssh-config",
+                                    str(config), "--raw-dir", str(tmp_path / "raw2")])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 2 and "ibnetdiscover failed on gpu042 (exit 255)" in text, r.output
+    assert "--via takes what ssh takes" in text and "provision inventory show --site SITE" in text, r.output
 
 
 def test_watch_reports_what_changed_between_sweeps(plan, tmp_path):
