@@ -34,11 +34,18 @@ def explain_table(host: str, explain: dict[str, Any]) -> Table:
     return table
 
 
+# Reasons whose detail the lines under the table print (location from ..., excluded: ...)
+_EXCLUDED = "never a PXE port: "
+
+
 def _short(reason: str) -> str:
-    """A verdict reason without its detail ("not onboard (slot, from ...)" -> "... (slot)")."""
+    """A verdict reason without the detail printed under the table ("not onboard (slot, from
+    ...)" -> "not onboard (slot)"); any other reason whole (a MAC prefix is full of colons)."""
     if ", from " in reason:
         return reason.split(", from ")[0] + ")"
-    return reason.split(":")[0]
+    if reason.startswith(_EXCLUDED):
+        return _EXCLUDED.removesuffix(": ")
+    return reason
 
 
 def print_explanation(out: Console, err: Console, host: str, explain: dict[str, Any]) -> None:
