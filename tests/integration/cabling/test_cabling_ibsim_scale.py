@@ -1,13 +1,14 @@
 """The fault set at scale against the real tools: a fabric with dozens of faults of every kind at
 once, each named with a fix that works and no false finding beside them, from ibnetdiscover alone,
 iblinkinfo alone and both; at 511 hosts (4,408 nodes, 12,280 cables) a clean fabric is clean from
-every combination of the tools' outputs, and a powered-off leaf and host are root causes.
+every combination of the tools' outputs; a powered-off leaf, host and plane are root causes; crossed
+rails and planes, a silent switch and a port back from down are named.
 
 Peer: ibsim 0.10 answering MADs for the plan's fabric as it is cabled (the faults of
 ``provision cabling simulate`` written into its topology, ports taken down through its console),
 swept by OpenSM 3.3 and read by infiniband-diags 44 (Debian 12). Plans are at HDR: ibsim 0.10 has
-no NDR. CI runs 16 hosts; the 511-host runs (about 20 s of simulator each, ~2 min in all) are
-marked longrun (scripts/test-long).
+no NDR. CI runs 16 hosts; the 511-host runs (20-60 s of simulator each) are
+marked longrun (scripts/test-long: ~5 min).
 """
 
 from __future__ import annotations
@@ -114,3 +115,57 @@ def test_a_leaf_and_a_host_powered_off_at_511_hosts_are_root_causes(tmp_path):
         # Every cable of both is under its device; nothing else is named.
         assert causes == {f"switch {leaf}": leaf_cables, "host gpu100": 8}, (use, causes)
         assert set(kinds(report)) <= {"device_down", "missing", "down"}, use
+
+
+def _roots(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [f for f in report["findings"] if f["kind"] == kind]
+
+
+@pytest.mark.longrun
+def test_crossed_rails_and_planes_a_silent_switch_and_a_port_back_from_down_at_511_hosts(tmp_path):
+    need_stack()
+    manifest, path = _plan(511, tmp_path)
+    built = BuiltFabric(manifest)
+    built.move("gpu481:mlx5_2", "r144-l4:32")  # su16's rail-4 leaf has one free port: wrong rail
+    built.swap("r145-s1:1", "r147-s1:1")  # a pod1 and a pod2 spine exchange leaf uplinks: wrong plane
+    built.describe("r090-l5", "Quantum Mellanox Technologies")  # a leaf still at its vendor description
+    with start(built, tmp_path / "sim") as ibsim:
+        ibsim.unlink("r027-l1", 7)  # went down and came back: Init until the subnet manager sweeps
+        ibsim.relink("r027-l1", 7)
+        out = capture(ibsim, tmp_path / "out", "ibnetdiscover", "iblinkinfo", "iblinkinfo-d")
+    for use in USES:
+        report: dict[str, Any] = validate(path, out, use, tmp_path / "r.json")
+        (moved,) = _roots(report, "moved")
+        assert moved["fix"] == "move the cable at gpu481 mlx5_2 from r144-l4 port 32 to r144-l3 port 1", use
+        assert moved["data"]["wrong"] == "rail"
+        (swapped,) = _roots(report, "swapped")
+        assert swapped["data"]["wrong"] == "plane" and set(swapped["data"]["ports"]) == {"r145-s1:1", "r147-s1:1"}
+        (silent,) = _roots(report, "identity")
+        assert "r090-l5" in silent["message"] and "MF0;r090-l5:" in silent["fix"], use
+        down = _roots(report, "down")
+        if "iblinkinfo" in use:
+            assert [(f["endpoints"], f["data"]["state"]) for f in down] == [
+                (["gpu071:mlx5_0", "r027-l1:7"], "initialize")], use
+        else:
+            assert down == [], use
+        assert len(report["findings"]) == 3 + len(down), (use, kinds(report))
+
+
+@pytest.mark.longrun
+def test_a_plane_powered_off_at_511_hosts_is_one_root_cause(tmp_path):
+    need_stack()
+    manifest, path = _plan(511, tmp_path)
+    built = BuiltFabric(manifest)
+    spines = [d.name for d in manifest.devices if d.role == "spine" and d.group == "pod4"]
+    with start(built, tmp_path / "sim") as ibsim:
+        for name in spines:
+            ibsim.unlink(built.switch_id(name))
+        out = capture(ibsim, tmp_path / "out", "ibnetdiscover", "iblinkinfo", "iblinkinfo-d")
+    for use in USES:
+        report: dict[str, Any] = validate(path, out, use, tmp_path / "r.json")
+        (plane,) = _roots(report, "plane_down")
+        assert report["findings"][0] == plane and plane["data"]["plane"] == "pod4", use
+        assert sorted(plane["data"]["devices"]) == sorted(spines), use
+        roots = _roots(report, "device_down")
+        assert {r["data"]["device"] for r in roots} >= set(spines), use
+        assert all(f["data"].get("cause") for f in report["findings"][1:]), (use, kinds(report))
