@@ -307,7 +307,7 @@ def power(
     with holding(store, f"provision power {command.value} --site {s.name}", selected) as selected:
         selected = _skip_maintenance(store, selected, force)
         results = run_on_hosts(s, selected, power_operation(action, wait_s=wait),
-                               max_parallel=parallel)
+                               max_parallel=parallel, waits_s=wait)
         record_outcomes(store, results, "power", f"power {command.value}")
     _report(results, f"power {command.value}", as_json, f"power {command.value}")
 

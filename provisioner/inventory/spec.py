@@ -284,6 +284,9 @@ class RedfishSettings(Strict):
     # answers 503 to concurrency is read with fewer. Total: max_parallel x connections at most.
     connections: int = Field(default=4, ge=1, le=16)
     discovery_deadline_s: float = Field(default=600.0, gt=0)  # per host, all requests
+    # Per host, all of its BMC traffic in power, boot, bios and firmware verbs (their own
+    # waits, a reset or a task, are added): discovery reads the most, so its bound holds.
+    host_deadline_s: float = Field(default=600.0, gt=0)
 
 
 class ImageSettings(Strict):

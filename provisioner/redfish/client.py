@@ -62,6 +62,7 @@ from provisioner.redfish.transport import (
     BMCTransport,
     check_deadline,
     check_members,
+    deadline_error,
     foreign_link,
     host_deadline,
     origin,
@@ -659,6 +660,10 @@ class RedfishClient:
                 )
             except Exception as exc:
                 error = self._transport_error(exc, path)
+                if isinstance(error, BMCTimeout) and left is not None and \
+                        left < self.options.timeout_s:
+                    # The wait was cut to what the host's deadline had left: that ran out.
+                    error = deadline_error(self.name, path)
                 if isinstance(error, BMCUnreachable):
                     self._gate.refused(self.name)  # some BMCs reset what they cannot serve
                 raise error from None

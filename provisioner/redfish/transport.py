@@ -51,8 +51,8 @@ DEADLINE_HINT = ("a healthy BMC answers within this time: check it (its web UI, 
 # The host deadline is the HTTP policy's context deadline: one for all of a host's traffic.
 host_deadline = _deadline.deadline
 remaining_s = _deadline.remaining_s
-__all__ = ["BMCTransport", "check_deadline", "host_deadline", "loggable_url", "origin",
-           "parse_json", "remaining_s"]
+__all__ = ["BMCTransport", "check_deadline", "deadline_error", "host_deadline", "loggable_url",
+           "origin", "parse_json", "remaining_s"]
 
 
 def check_deadline(bmc: str, path: str | None) -> float | None:
@@ -61,6 +61,11 @@ def check_deadline(bmc: str, path: str | None) -> float | None:
         return _deadline.check(path or "")
     except DeadlineExceeded as exc:
         raise _bmc_deadline(exc.allowed_s, bmc, path) from None
+
+
+def deadline_error(bmc: str, path: str | None) -> BMCDeadline:
+    """The host's deadline as the reason a request's wait (cut to what was left) ended."""
+    return _bmc_deadline(_deadline.allowed_s() or 0.0, bmc, path)
 
 
 def _bmc_deadline(allowed_s: float, bmc: str, path: str | None) -> BMCDeadline:

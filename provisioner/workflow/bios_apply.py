@@ -18,13 +18,14 @@ from provisioner.bmc.bios_state import BiosState
 from provisioner.bmc.bios_values import Value, same_value, text_value
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import InputError, StateError
+from provisioner.http_policy.deadline import deadline as host_deadline
 from provisioner.inventory import Host, Site
 from provisioner.redfish.errors import BMCVerifyFailed
 from provisioner.state import StateStore
 from provisioner.workflow.baseline_items import REFUSED, Item, Status
 from provisioner.workflow.bios_baseline import NotApplied, bios_items
 from provisioner.workflow.bmc_access import open_bmc
-from provisioner.workflow.bulk import ActionResult, run_per_host
+from provisioner.workflow.bulk import STEPWISE, ActionResult, host_deadline_s, run_per_host
 from provisioner.workflow.selection import spare_serving
 
 EVENT = "bios"
@@ -150,7 +151,19 @@ class _Outcome:
     data: dict[str, Any]
 
 
-def _apply_one(bmc: RedfishBMC, host: Host, opts: ApplyOptions, store: StateStore) -> str:
+@dataclass
+class _Prepared:
+    """What one host's apply sends, read under its first deadline."""
+
+    state: BiosState
+    items: list[Item]
+    changes: dict[str, Any]
+    pending: dict[str, Any]
+    notes: list[str]
+
+
+def _prepare(bmc: RedfishBMC, host: Host, opts: ApplyOptions, store: StateStore
+             ) -> _Prepared:
     state = bmc.bios.read_bios()
     bmc.warnings.extend(state.warnings)
     items = bios_items(host.bios, state, bmc.vendor, last_not_applied(store, host.name))
@@ -178,11 +191,20 @@ def _apply_one(bmc: RedfishBMC, host: Host, opts: ApplyOptions, store: StateStor
                or (i.name in retried and i.name not in state.pending)}
     pending = {i.name: i.value for i in items if i.status is Status.PENDING
                or (i.name in retried and i.name in state.pending)}
-    if not changes and not pending:
-        outcome = _Outcome("nothing to change" + _joined(notes), {"outcome": "unchanged"})
+    return _Prepared(state, list(items), changes, pending, notes)
+
+
+def _apply_one(bmc: RedfishBMC, host: Host, opts: ApplyOptions, store: StateStore,
+               base_s: float) -> str:
+    # The host's deadline is armed per step: reading and planning get ``base_s``; each
+    # stage (one reset) gets it plus the waits --timeout allows (see _stages).
+    with host_deadline(base_s):
+        prep = _prepare(bmc, host, opts, store)
+    if not prep.changes and not prep.pending:
+        outcome = _Outcome("nothing to change" + _joined(prep.notes), {"outcome": "unchanged"})
     else:
         try:
-            outcome = _stages(bmc, state, items, changes, pending, opts, notes)
+            outcome = _stages(bmc, prep, opts, base_s)
         except NotAppliedAfterReset as exc:
             store.record_event(host.name, EVENT, f"bios apply: {exc}", exc.record)
             raise
@@ -194,40 +216,55 @@ def _joined(notes: Sequence[str]) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _stages(bmc: RedfishBMC, state: BiosState, items: Sequence[Item], changes: dict[str, Any],
-            pending: dict[str, Any], opts: ApplyOptions, notes: list[str]) -> _Outcome:
+def stage_deadline_s(base_s: float, opts: ApplyOptions) -> float:
+    """One stage's deadline: the host's, plus a reset's wait for the BIOS (and an iDRAC job
+    before it), each bounded by --timeout."""
+    return base_s + 2 * opts.timeout_s
+
+
+def _stages(bmc: RedfishBMC, prep: _Prepared, opts: ApplyOptions, base_s: float) -> _Outcome:
+    state, items, changes, notes = prep.state, prep.items, prep.changes, prep.notes
     wanted = {i.name: i.value for i in items if i.value is not None
               and i.status is not Status.FOREIGN}
     plan = plan_stages(changes, state.attributes, wanted, state.registry)
     stages = [dict(s) for s in plan.stages] or [{}]
-    stages[0] = {**stages[0], **pending}
+    stages[0] = {**stages[0], **prep.pending}
     if not opts.reboot:
-        first = {k: v for k, v in stages[0].items() if k in changes}
-        job_note = bmc.bios.stage_bios(state, first) if first else None
-        later = [n for s in stages[1:] for n in s]
-        tail = f"; {', '.join(later)} need that reset first (run again after it)" if later \
-            else ""
-        return _Outcome(f"staged {', '.join(stages[0])}: applied at the host's next reset"
-                        f"{tail}" + (f" (job {job_note})" if job_note else "")
-                        + _joined(notes), {"outcome": "staged", "staged": _texts(stages[0])})
-    was_off = bmc.power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
+        with host_deadline(base_s):
+            return _stage_only(bmc, state, stages, changes, notes)
+    with host_deadline(base_s):
+        was_off = bmc.power_state() in (PowerState.OFF, PowerState.POWERING_OFF)
     applied: dict[str, Any] = {}
     for number, stage in enumerate(stages, start=1):
         # Values a Dependency sets by itself are checked after the stage that sets them.
         implied = {n: wanted[n] for n in plan.implied if n in wanted} if number == len(stages) \
             else {}
-        _run_stage(bmc, state, {k: v for k, v in stage.items() if k in changes},
-                   {**stage, **implied}, opts)
-        applied.update(stage)
-        applied.update(implied)
-        if number < len(stages):
-            state = bmc.bios.read_bios()
+        with host_deadline(stage_deadline_s(base_s, opts)):
+            _run_stage(bmc, state, {k: v for k, v in stage.items() if k in changes},
+                       {**stage, **implied}, opts)
+            applied.update(stage)
+            applied.update(implied)
+            if number < len(stages):
+                state = bmc.bios.read_bios()
     if was_off:
-        bmc.power(PowerAction.OFF)  # leave it as it was found
+        with host_deadline(base_s):
+            bmc.power(PowerAction.OFF)  # leave it as it was found
     staged_in = f" in {len(stages)} stages" if len(stages) > 1 else ""
     return _Outcome(f"applied {', '.join(f'{k}={text_value(v)}' for k, v in applied.items())}"
                     f"{staged_in}" + _joined(notes),
                     {"outcome": "applied", "applied": _texts(applied), "stages": len(stages)})
+
+
+def _stage_only(bmc: RedfishBMC, state: BiosState, stages: list[dict[str, Any]],
+                changes: dict[str, Any], notes: list[str]) -> _Outcome:
+    first = {k: v for k, v in stages[0].items() if k in changes}
+    job_note = bmc.bios.stage_bios(state, first) if first else None
+    later = [n for s in stages[1:] for n in s]
+    tail = f"; {', '.join(later)} need that reset first (run again after it)" if later \
+        else ""
+    return _Outcome(f"staged {', '.join(stages[0])}: applied at the host's next reset"
+                    f"{tail}" + (f" (job {job_note})" if job_note else "")
+                    + _joined(notes), {"outcome": "staged", "staged": _texts(stages[0])})
 
 
 def _texts(values: Mapping[str, Any]) -> dict[str, str]:
@@ -304,8 +341,10 @@ def apply_bios(site: Site, hosts: Sequence[Host], store: StateStore, *,
     store.ensure_hosts([h.name for h in hosts])
     results, eligible = spare_serving(hosts, store, force=opts.force or not opts.reboot,
                                       why="a BIOS apply resets it")
-    results += run_per_host(site, eligible, lambda bmc, h: _apply_one(bmc, h, opts, store),
-                            max_parallel=max_parallel, opener=opener)
+    base_s = host_deadline_s(site)
+    results += run_per_host(site, eligible,
+                            lambda bmc, h: _apply_one(bmc, h, opts, store, base_s),
+                            max_parallel=max_parallel, opener=opener, waits_s=STEPWISE)
     for res in results:
         if not res.ok and res.reason != NotAppliedAfterReset.reason:  # that one is recorded
             store.record_event(res.host, EVENT, f"bios apply failed ({res.reason}): "

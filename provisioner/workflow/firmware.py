@@ -12,16 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from provisioner.bmc.base import PowerAction, PowerState
+from provisioner.bmc.firmware_methods import UpdateService
 from provisioner.bmc.interfaces import BMC_AWAY
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.exceptions import InputError, ProvisionerError, StateError
+from provisioner.http_policy.deadline import deadline as host_deadline
 from provisioner.inventory import Host, Site
 from provisioner.inventory.spec import FirmwareImage
 from provisioner.redfish.errors import BMCStateTimeout, BMCVerifyFailed
 from provisioner.state import StateStore
 from provisioner.workflow.baseline import matching
 from provisioner.workflow.bmc_access import open_bmc
-from provisioner.workflow.bulk import ActionResult, run_per_host
+from provisioner.workflow.bulk import STEPWISE, ActionResult, host_deadline_s, run_per_host
 from provisioner.workflow.firmware_images import ImageCache, ImageServer, serve_images
 from provisioner.workflow.firmware_journal import (
     UpdateInProgress,
@@ -117,7 +119,7 @@ def update_rack(site: Site, hosts: Sequence[Host], store: StateStore, cache: Ima
                                               timeout_s=opts.task_timeout_s, poll_s=opts.poll)
 
     plans, unread = plan_rack(site, eligible, max_parallel=max_parallel, opener=opener,
-                              before=resume)
+                              before=resume, waits_s=opts.task_timeout_s)
     results += unread
     groups = shared_groups(site, plans, [h.name for h in eligible])
     images: dict[str, Exception | None] = {}
@@ -201,7 +203,8 @@ class _Run:
 
         out: dict[str, ActionResult] = {}
         for res in run_per_host(self.site, [hosts[n] for n in todo], op,
-                                max_parallel=self.max_parallel, opener=self.opener):
+                                max_parallel=self.max_parallel, opener=self.opener,
+                                waits_s=STEPWISE):
             for member in todo[res.host].members:
                 if not res.ok:
                     out[member] = ActionResult(
@@ -220,7 +223,7 @@ class _Run:
 
         for batch in _rounds(hosts):
             results += run_per_host(self.site, batch, op, max_parallel=self.max_parallel,
-                                    opener=self.opener)
+                                    opener=self.opener, waits_s=STEPWISE)
         return results
 
     def steps(self, bmc: RedfishBMC, plan: HostPlan, record_on: Sequence[str]) -> str:
@@ -242,56 +245,33 @@ class _Run:
         prefix = f"{plan.in_flight}; " if plan.in_flight else ""
         if not plan.steps:
             return prefix + "nothing to update"
-        opts = self.opts
-        service = bmc.firmware.update_service()
+        opts, base = self.opts, host_deadline_s(self.site)
+        with host_deadline(base):
+            service = bmc.firmware.update_service()
         needs_reset = False
         staged: list[str] = []  # tasks of OnReset updates: they end after the host reset
         for step in plan.steps:
-            at_reset = step.order in AT_RESET
-            image_url, image = self.server.url_of(step.image), self.cache.path_of(step.image)
-            req = bmc.firmware.plan_update(service, image_url=image_url,
-                                           image_size=image.stat().st_size,
-                                           target=step.component.path or None,
-                                           at_reset=at_reset, kind=step.order.name.lower())
-            what = {"label": step.label, "component": step.component.path}
-            note("sending", f"{step.label}: sending by {req.describe()}", **what)
-            task = bmc.firmware.send_update(service, req, image_url=image_url, image=image,
-                                            timeout_s=opts.task_timeout_s)
-            note("sent", f"{step.label}: sent by {req.describe()}", task=task, **what)
-            if task is None:
-                bmc.firmware.wait_untasked_update(service, timeout_s=opts.task_timeout_s,
-                                                  poll_s=opts.poll)
-            elif bmc.firmware.wait_update_task(
-                    task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
-                    until_staged=req.apply_time == "OnReset") == "staged":
+            # Each step is one deadline: the host's, plus the waits it may spend (--timeout)
+            # pushing the image, on its task, and on the BMC rebooting into it.
+            with host_deadline(base + step_waits_s(opts)):
+                outcome, task = self.step(bmc, service, step, note)
+            needs_reset |= outcome != "done"
+            if task is not None:
                 staged.append(task)
-                needs_reset = True
-                continue
-            if step.order is Order.BMC:
-                bmc.firmware.wait_bmc_back(timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
-            # BIOS and NIC images usually run only after a host reset: look once; the BMC
-            # and other devices switch by themselves (the BMC by rebooting): give them time.
-            settle = 0.0 if step.order in AT_RESET else opts.bmc_back_timeout_s
-            now = _await_version(bmc, step, settle, opts.poll)
-            if _all_allowed(step, now):
-                note("done", f"{step.label}: {step.component.version} -> "
-                     f"{', '.join(sorted(set(now)))}", **what)
-            elif step.order in AT_RESET:
-                needs_reset = True
-            else:
-                raise _not_applied(bmc, step, now)
         if needs_reset:
-            _reset_host(bmc, opts)
-            for task in staged:
-                bmc.firmware.wait_update_task(task, timeout_s=opts.task_timeout_s,
-                                              poll_s=opts.poll)
-            for step in plan.steps:
-                now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
-                if not _all_allowed(step, now):
-                    raise _not_applied(bmc, step, now)
-                note("done", f"{step.label}: {step.component.version} -> "
-                     f"{', '.join(sorted(set(now)))} (after a host reset)",
-                     label=step.label, component=step.component.path)
+            with host_deadline(base + opts.bmc_back_timeout_s * (1 + len(plan.steps))
+                               + opts.task_timeout_s * len(staged)):
+                _reset_host(bmc, opts)
+                for task in staged:
+                    bmc.firmware.wait_update_task(task, timeout_s=opts.task_timeout_s,
+                                                  poll_s=opts.poll)
+                for step in plan.steps:
+                    now = _await_version(bmc, step, opts.bmc_back_timeout_s, opts.poll)
+                    if not _all_allowed(step, now):
+                        raise _not_applied(bmc, step, now)
+                    note("done", f"{step.label}: {step.component.version} -> "
+                         f"{', '.join(sorted(set(now)))} (after a host reset)",
+                         label=step.label, component=step.component.path)
         done = f"updated {', '.join(s.label for s in plan.steps)}"
         note("finished", done)
         if plan.blocked:
@@ -299,6 +279,48 @@ class _Run:
                           hint="the reasons say what each needs")
         return prefix + done
 
+    def step(self, bmc: RedfishBMC, service: UpdateService, step: Step,
+             note: Callable[..., None]) -> tuple[str, str | None]:
+        """Send one step and wait for it: "done", "staged" with its task (which ends at the
+        host reset) or "at reset" (the new version shows after a host reset)."""
+        opts = self.opts
+        at_reset = step.order in AT_RESET
+        image_url, image = self.server.url_of(step.image), self.cache.path_of(step.image)
+        req = bmc.firmware.plan_update(service, image_url=image_url,
+                                       image_size=image.stat().st_size,
+                                       target=step.component.path or None,
+                                       at_reset=at_reset, kind=step.order.name.lower())
+        what = {"label": step.label, "component": step.component.path}
+        note("sending", f"{step.label}: sending by {req.describe()}", **what)
+        task = bmc.firmware.send_update(service, req, image_url=image_url, image=image,
+                                        timeout_s=opts.task_timeout_s)
+        note("sent", f"{step.label}: sent by {req.describe()}", task=task, **what)
+        if task is None:
+            bmc.firmware.wait_untasked_update(service, timeout_s=opts.task_timeout_s,
+                                              poll_s=opts.poll)
+        elif bmc.firmware.wait_update_task(
+                task, timeout_s=opts.task_timeout_s, poll_s=opts.poll,
+                until_staged=req.apply_time == "OnReset") == "staged":
+            return "staged", task
+        if step.order is Order.BMC:
+            bmc.firmware.wait_bmc_back(timeout_s=opts.bmc_back_timeout_s, poll_s=opts.poll)
+        # BIOS and NIC images usually run only after a host reset: look once; the BMC
+        # and other devices switch by themselves (the BMC by rebooting): give them time.
+        settle = 0.0 if at_reset else opts.bmc_back_timeout_s
+        now = _await_version(bmc, step, settle, opts.poll)
+        if _all_allowed(step, now):
+            note("done", f"{step.label}: {step.component.version} -> "
+                 f"{', '.join(sorted(set(now)))}", **what)
+            return "done", None
+        if at_reset:
+            return "at reset", None
+        raise _not_applied(bmc, step, now)
+
+
+def step_waits_s(opts: UpdateOptions) -> float:
+    """What one update step may wait on top of the host's deadline: the push and the task
+    (each up to the task timeout), the BMC coming back and the version settling."""
+    return 2 * opts.task_timeout_s + 2 * opts.bmc_back_timeout_s
 
 def _versions(bmc: RedfishBMC, step: Step) -> list[str]:
     return [c.version for c in matching(step.requirement, bmc.firmware.firmware_components())

@@ -92,11 +92,12 @@ def plan_host(host: Host, have: Sequence[FirmwareComponent], *, system: str = ""
 
 def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = None,
               opener: Callable[[Site, Host], RedfishBMC] = open_bmc,
-              before: Callable[[RedfishBMC, Host, HostPlan], None] | None = None
-              ) -> tuple[dict[str, HostPlan], list[ActionResult]]:
+              before: Callable[[RedfishBMC, Host, HostPlan], None] | None = None,
+              waits_s: float = 0.0) -> tuple[dict[str, HostPlan], list[ActionResult]]:
     """Read every host's inventory once and plan it; hosts that could not be read are
     returned as failed results. ``before`` runs on each open BMC first (an earlier run's
-    interrupted update is looked at there)."""
+    interrupted update is looked at there, waiting up to ``waits_s`` beyond the host's
+    deadline)."""
     plans: dict[str, HostPlan] = {}
     server = site.settings.firmware_server
     image_url = f"{server.url if server else 'http://'}/firmware/image.bin"
@@ -115,7 +116,8 @@ def plan_rack(site: Site, hosts: Sequence[Host], *, max_parallel: int | None = N
             _plan_ways(bmc, plan, image_url)
         return f"{len(plan.steps)} steps"
 
-    results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener)
+    results = run_per_host(site, hosts, op, max_parallel=max_parallel, opener=opener,
+                           waits_s=waits_s)
     return plans, [r for r in results if not r.ok]
 
 

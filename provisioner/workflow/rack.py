@@ -27,6 +27,7 @@ from provisioner.bmc.base import BMC, HostFacts
 from provisioner.deploy.base import DeployBackend, DeployMethod, DeployRequest
 from provisioner.events import Event, emit
 from provisioner.exceptions import ProvisionerError
+from provisioner.http_policy.deadline import deadline as host_deadline
 from provisioner.inventory.model import Host, Site
 from provisioner.state import Lease, NodeState, StateStore, Step
 from provisioner.wording import plural
@@ -450,8 +451,11 @@ class RackRunner:
         if self.open_bmc is None:
             raise _HostFailed("no BMC access configured for this run")
         self._progress(host.name, "discover", f"reading BMC {host.bmc.address}")
-        bmc = self.open_bmc(self.site, host)
-        facts = bmc.discover()
+        # discover's per-host deadline (#32 item 7): a BMC spreading its answers fails this
+        # host "deadline exceeded" instead of holding its slot of the wave.
+        with host_deadline(self.site.settings.redfish.discovery_deadline_s):
+            bmc = self.open_bmc(self.site, host)
+            facts = bmc.discover()
         self.store.record_discovery(host.name, facts_to_dict(facts))
         mac = facts.provisioning_mac
         if host.provisioning_mac and mac and host.provisioning_mac != mac:

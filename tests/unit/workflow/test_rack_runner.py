@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.deploy.base import DeployBackend
+from provisioner.http_policy import deadline
 from provisioner.inventory import Site, load_site
+from provisioner.redfish.errors import BMCDeadline
 from provisioner.state import NodeState, StateStore
 from provisioner.workflow.rack import RackOptions, RackRunner
 from provisioner.workflow.waves import choose_wave_size
@@ -337,3 +339,27 @@ def test_site_sets_the_ceiling_of_hosts_in_flight_and_max_parallel_wins(
     for hold in (-1, 601):
         with pytest.raises(ValidationError, match="image_hold_s"):
             EmbeddedSettings(interface="eno1", server_address="10.0.0.1", image_hold_s=hold)
+
+
+def test_reimage_discovery_runs_under_the_hosts_discovery_deadline(site: Site,
+                                                                    tmp_path: Path) -> None:
+    # #32 item 7: rack/reimage read each BMC under discover's per-host deadline.
+    seen: list[float | None] = []
+
+    class SlowBMC:
+        def discover(self) -> None:
+            seen.append(deadline.allowed_s())
+            raise BMCDeadline("gave up: the BMC's answers took longer than allowed",
+                              bmc="x", path="/redfish/v1/Systems/1")
+
+        def close(self) -> None:
+            pass
+
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    options = RackOptions(configure=False, wait_ssh=False, discover=True)
+    r = RackRunner(site, store, ScriptedBackend(), open_bmc=lambda s, h: SlowBMC(),  # type: ignore[arg-type,return-value]
+                   reporter=Recorder(), options=options)
+    result = r.run(site.select(["gpu-r01-u03"]))
+    assert seen == [site.settings.redfish.discovery_deadline_s]
+    (failed,) = result.failed
+    assert "took longer than allowed" in failed.reason
