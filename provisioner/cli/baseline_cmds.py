@@ -24,7 +24,7 @@ from provisioner.exceptions import InputError, PartialFailure
 from provisioner.health.junit import write_atomic
 from provisioner.inventory import Host, Site, load_site
 from provisioner.safetext import terminal
-from provisioner.state import StateStore
+from provisioner.state import SERVING, StateStore
 from provisioner.state.store import default_state_dir
 from provisioner.workflow.baseline import (
     HostCompliance,
@@ -220,12 +220,17 @@ def bios_apply(
                  wide)
         return
     store = StateStore.for_site(s)
-    if reboot and not yes:
+    # ask only about the hosts the apply would reset: a host in use is refused, not reset
+    to_reset = [h for h in selected if h.name not in _in_use(store, selected, opts)]
+    if to_reset and reboot and not yes:
         if not is_tty():
             raise InputError("bios apply resets hosts and needs confirmation",
                              hint="pass --yes (or --no-reboot to only stage the values)")
-        names = ", ".join(h.name for h in selected)
-        if not typer.confirm(f"reset {len(selected)} host(s) to apply BIOS settings: {names}?"):
+        names = ", ".join(h.name for h in to_reset)
+        spared = len(selected) - len(to_reset)
+        left = f" ({spared} in use left alone)" if spared else ""
+        if not typer.confirm(f"reset {len(to_reset)} host(s) to apply BIOS settings: "
+                             f"{names}{left}?"):
             console.print("nothing done")
             return
     with holding(store, f"provision bios apply --site {s.name}", selected) as selected:
@@ -237,7 +242,9 @@ def _dry_run(s: Site, selected: list[Host], store: StateStore, opts: ApplyOption
              as_json: bool, parallel: int | None, wide: bool) -> None:
     """The drift table, and where the real apply would refuse a host (exit 3 then)."""
     reports = check_bios(s, selected, max_parallel=parallel, store=store)
-    refused = {r.host: refusals(r.items, opts) for r in reports}
+    in_use = _in_use(store, selected, opts)
+    refused = {r.host: [*([in_use[r.host]] if r.host in in_use else []), *refusals(r.items, opts)]
+               for r in reports}
     refused = {h: why for h, why in refused.items() if why}
     if as_json:
         print_json([{**_json(r), "would_refuse": refused.get(r.host, [])} for r in reports])
@@ -253,6 +260,16 @@ def _dry_run(s: Site, selected: list[Host], store: StateStore, opts: ApplyOption
         raise PartialFailure(f"bios apply would not change {len(hosts)} of {len(reports)} "
                              f"hosts: {', '.join(hosts)}",
                              hint="the hints say why per host; nothing was sent")
+
+
+def _in_use(store: StateStore, hosts: Sequence[Host], opts: ApplyOptions) -> dict[str, str]:
+    """The hosts the apply would refuse to reset because they serve (as apply_bios does), each
+    with why; none when nothing is reset (--no-reboot) or --force."""
+    if opts.force or not opts.reboot:
+        return {}
+    return {r.name: f"{r.name} is {r.state.value}: a BIOS apply resets it; put it in "
+            f"maintenance first (provision maintenance {r.name}) or pass --force"
+            for r in store.records([h.name for h in hosts]) if r.state in SERVING}
 
 
 PLAN_COLUMNS = (Col("host"), Col("component", wrap=True), Col("order"),

@@ -246,6 +246,27 @@ def test_dry_run_says_where_the_real_apply_would_refuse(run, stack, tmp_path):
     assert max(len(line) for line in (dry.stdout + dry.stderr).splitlines()) <= 80
 
 
+def test_dry_run_warns_that_a_host_in_use_would_be_refused(run, stack, tmp_path):
+    # #36 item 8: the dry run showed the drift of a validated host and exited 0; the apply then
+    # refused it ("serving"). It says so now, as the apply would, and sends nothing.
+    from provisioner.inventory import load_site
+    from provisioner.state import NodeState, StateStore
+
+    h1 = _peer(stack)
+    site = _site(stack, tmp_path, {"h1": h1}, "      SriovGlobalEnable: Enabled\n")
+    store = StateStore.for_site(load_site(site))
+    store.ensure_hosts(["h1"])
+    store.transition("h1", NodeState.VALIDATED, reason="test: in use", force=True)
+    store.close()
+    dry = run("bios", "apply", "h1", "--site", str(site), "--dry-run")
+    assert dry.exit_code == 3, dry.stdout + dry.stderr
+    err = " ".join(dry.stderr.split())
+    assert "apply would refuse: h1 is validated" in err and "--force" in err
+    assert _patches(h1) == [] and h1.resets == []
+    forced = run("bios", "apply", "h1", "--site", str(site), "--dry-run", "--force")
+    assert "h1 is validated" not in forced.stderr
+
+
 def test_hpe_like_settings_need_the_etag_and_list_every_attribute(run, stack, tmp_path):
     h1 = _peer(stack, flavour="hpe", manufacturer="HPE")
     site = _site(stack, tmp_path, {"h1": h1}, "      SriovGlobalEnable: Enabled\n")
