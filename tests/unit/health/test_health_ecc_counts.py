@@ -83,3 +83,22 @@ def test_ecc_off_remedy_is_a_reboot_only_when_every_gpu_has_ecc_pending(
     r = ecc(text)
     assert r.status is Status.FAIL and r.remedy.kind is remedy, r.summary
     assert len(r.findings) == 2
+
+
+def test_one_error_is_in_the_evidence_against_a_limit_of_zero() -> None:
+    """The result's evidence names each GPU with an uncorrectable error, one error included,
+    and the limit it was judged against is zero (what `health --json` and the ticket show)."""
+    text = write(REAL, 0, ("ECC Errors", "Volatile", "DRAM Uncorrectable"), "1")
+    text = write(text, 1, ("ECC Errors", "Aggregate", "DRAM Uncorrectable"), "1")
+    r = ecc(text)
+    gpu1 = r.findings[1].gpu
+    assert gpu1 is not None and gpu1.pci != GPU0
+    assert r.observed == {"ecc_off": [], "uncorrectable_volatile": {GPU0: 1},
+                          "uncorrectable_aggregate": {gpu1.pci: 1}}
+    assert r.threshold == {"ecc": "Enabled", "uncorrectable_volatile": 0}
+
+
+def test_clean_gpus_leave_the_evidence_empty() -> None:
+    r = ecc(REAL)
+    assert r.observed == {"ecc_off": [], "uncorrectable_volatile": {},
+                          "uncorrectable_aggregate": {}}
