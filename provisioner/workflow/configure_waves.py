@@ -53,16 +53,18 @@ class ConfigureWaves:
                                             daemon=True)  # fmt: skip
         self._dispatcher.start()
 
-    def ready(self, host: str) -> None:
-        """``host`` is installed and its key pinned: it joins the next wave."""
+    def ready(self, host: str) -> bool:
+        """``host`` is installed and its key pinned: it joins the next wave (False: the run was
+        cancelled, no wave will take it)."""
         with self._cond:
             if self._cancelled:
-                return
+                return False
             if not self._pending.names:
                 self._pending.since = self._clock()
             self._pending.names.append(host)
             self._expected -= 1
             self._cond.notify_all()
+            return True
 
     def dropped(self, host: str) -> None:
         """``host`` will not become ready (its install failed): nobody waits for it."""

@@ -149,6 +149,9 @@ class RackRunner:
         self._results: dict[str, HostResult] = {}  # hosts handed to site.yml waves
         self._logs: list[Path] = []
         self._order: dict[str, int] = {}
+        # set when the run stops (Ctrl-C, or a bug): no install, retry, key scan or site.yml
+        # wave starts after it; installs already under way finish and stay `deployed`
+        self.stopping = threading.Event()
 
     # -- selection --------------------------------------------------------------------------
 
@@ -207,18 +210,20 @@ class RackRunner:
         self._logs.clear()
         self._order = {h.name: i for i, h in enumerate(hosts)}
         self._waves = waves
+        self.stopping.clear()
         try:
             results += self._continue(plan.configure)
             if plan.install:
                 results += self._install(plan.install, wave)
-        except BaseException:
-            if waves is not None:
-                waves.cancel()  # interrupted: hosts not in site.yml yet stay for the next run
-            raise
-        finally:
             if waves is not None:
                 waves.close()
                 waves.join()
+        except BaseException:
+            self._stop()  # interrupted: hosts not in site.yml yet stay for the next run
+            if waves is not None:
+                with contextlib.suppress(Exception):
+                    waves.join()  # the waves running end as Ctrl-C ends their ansible-playbook
+            raise
         order = {h.name: i for i, h in enumerate(hosts)}
         results.sort(key=lambda r: order.get(r.host, 0))
         logs = list(self._logs)
@@ -242,13 +247,20 @@ class RackRunner:
             window = self.window = self._window(wave)
             workers = max(1, wave.ceiling or wave.size)
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deploy") as pool:
-                if window is None:
-                    return list(pool.map(self._install_one, requests))
-                futures = []
-                for req in requests:
-                    window.wait_for_slot()
-                    futures.append(pool.submit(self._deploy_in_window, window, req))
-                return [f.result() for f in futures]
+                try:
+                    if window is None:
+                        return list(pool.map(self._install_one, requests))
+                    futures = []
+                    for req in requests:
+                        window.wait_for_slot()
+                        futures.append(pool.submit(self._deploy_in_window, window, req))
+                    return [f.result() for f in futures]
+                except BaseException:
+                    # before the pool waits for the installs under way: hosts still queued never
+                    # start, and those that finish installing go to no new site.yml wave
+                    self._stop()
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
         finally:
             try:
                 self.backend.close()
@@ -268,7 +280,19 @@ class RackRunner:
         if not hosts:
             return []
         with ThreadPoolExecutor(max_workers=min(32, len(hosts)), thread_name_prefix="resume") as pool:
-            return list(pool.map(self._continue_one, hosts))
+            try:
+                return list(pool.map(self._continue_one, hosts))
+            except BaseException:
+                self._stop()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+
+    def _stop(self) -> None:
+        """The run stops: nothing new starts (see ``stopping``); site.yml waves not started yet
+        never start, so a host that finishes its install now stays `deployed` for the next run."""
+        self.stopping.set()
+        if self._waves is not None:
+            self._waves.cancel()
 
     def _continue_one(self, host: Host) -> HostResult:
         result = HostResult(host.name, "ok", "deployed")
@@ -325,6 +349,9 @@ class RackRunner:
         if self._waves is None:
             self.reporter.finished(result)
             return
+        if self.stopping.is_set():
+            self._interrupted(result)
+            return
         t0 = self.clock()
         try:
             targets = key_targets(self.site, [host.name])
@@ -334,7 +361,8 @@ class RackRunner:
         result.phases["hostkey"] = self.clock() - t0
         if why is None:
             self._results[host.name] = result
-            self._waves.ready(host.name)
+            if not self._waves.ready(host.name):  # the run stopped while its key was read
+                self._interrupted(result)
             return
         result.status, result.reason = "failed", f"host key not read: {why}"
         self.store.transition(host.name, NodeState.FAILED, reason="configure failed",
@@ -342,6 +370,13 @@ class RackRunner:
         self._progress(host.name, "failed", result.reason)
         self.reporter.finished(result)
         self._waves.dropped(host.name)
+
+    def _interrupted(self, result: HostResult) -> None:
+        """The run stopped after this host's install and before its site.yml: it stays
+        `deployed`, and the next run configures it (no failure of the host)."""
+        result.status, result.reason = "failed", "interrupted before site.yml: the next run continues it"
+        self._progress(result.host, "interrupted", result.reason)
+        self.reporter.finished(result)
 
     def request_for(self, host: Host) -> DeployRequest:
         """The deploy request for a host, before discovery fills in its MAC."""
@@ -373,6 +408,8 @@ class RackRunner:
             attempts = 1 + self.site.settings.deploy_retries
             reason = ""
             for attempt in range(1, attempts + 1):
+                if self.stopping.is_set():  # Ctrl-C: no new attempt (the next run installs it)
+                    raise _HostFailed(f"interrupted before install attempt {attempt}/{attempts}")
                 result.attempts = attempt
                 req.attempt = attempt
                 req.bmc = bmc

@@ -4,7 +4,8 @@ deploy ramdisk, real SSH and Ansible.
 
 Three lab hosts with three disks each; the root disk is enumerated last. lab-host03's root-disk
 hint is changed to a serial no disk has. Checked:
-- `provision rack` interrupted (Ctrl-C) once site.yml runs leaves host01 and host02 installed
+- `provision rack` interrupted (Ctrl-C) once site.yml runs on both host01 and host02 (each its
+  wave, as they come up: Ansible reported a task result for each) leaves them installed
   (`deployed`); the next `provision rack` continues them with site.yml only (same boot ids, no
   PXE), their host keys read again;
 - host01 and host02 deploy: the image lands on the disk the hint names (not the first one
@@ -13,6 +14,8 @@ hint is changed to a serial no disk has. Checked:
   site.yml runs on them through the lab's apt proxy: chrony, Debian's docker.io (the lab's
   profile sets docker_package_source: distribution; pinned, held, running with the role's
   daemon.json) and node_exporter, the GPU/RDMA/PCIe/ZFS stages skipping;
+- `provision health lab-host01 --capture-topology` (no GPUs) refuses and writes nothing, and
+  Ansible then still reads the site as its inventory (`ansible -m ping`);
 - `provision health` reports what applies and "not applicable" for GPU checks, and node_exporter
   on each host serves those verdicts from its textfile collector;
 - host03 ends `failed` with the reason while the others finish;
@@ -189,8 +192,8 @@ def data_disk(lab: Lab, host: str, serial: str) -> str:
 
 
 def test_rack_then_reimage(lab: Lab) -> None:
-    _phase('provision rack, Ctrl-C once site.yml runs: the hosts stay installed')
-    _rack_interrupted_in_site_yml(lab, "lab-host01", "lab-host02", "lab-host03")
+    _phase('provision rack, Ctrl-C once site.yml runs on both: the hosts stay installed')
+    _rack_interrupted_in_site_yml(lab, ("lab-host01", "lab-host02"), "lab-host03")
     states = {s["host"]: s for s in json.loads(lab.provision("status", "--json").stdout)}
     for host in ("lab-host01", "lab-host02"):
         assert states[host]["state"] == "deployed", states[host]
@@ -241,6 +244,11 @@ def test_rack_then_reimage(lab: Lab) -> None:
         disk, serial = root_disk_serial(lab, host).split()
         assert serial == f"PLAB-{host.upper().replace('LAB-', '')}-DISK2"
         assert disk != "vda", "the OS landed on the first enumerated disk"
+
+    _phase('--capture-topology on a GPU-less host writes nothing; Ansible still reads the site')
+    capture = lab.provision("health", "lab-host01", "--capture-topology", check=False)
+    assert capture.returncode != 0 and "has no GPUs" in capture.stderr, capture.stdout + capture.stderr
+    assert not list(lab.site_dir.rglob("topology")), "a topology folder appeared in the inventory"
 
     _phase('Ansible reaches them through the site inventory')
     ping = subprocess.run(
@@ -392,9 +400,12 @@ def _bios_baseline_on_the_vms(lab: Lab) -> None:
     assert "did you mean 'ProcTurboMode'" in refused["error"]
 
 
-def _rack_interrupted_in_site_yml(lab: Lab, *hosts: str) -> None:
+def _rack_interrupted_in_site_yml(lab: Lab, in_site_yml: tuple[str, ...], *others: str) -> None:
     """`provision rack`, and Ctrl-C (SIGINT to its process group, ansible-playbook included, as a
-    terminal sends it) as soon as site.yml runs its first task."""
+    terminal sends it) once Ansible has reported a task result for each of ``in_site_yml``:
+    every one of them is in a site.yml wave then, none still installing (an install cut by the
+    Ctrl-C would start over, and the next run would not be the resume under test)."""
+    hosts = (*in_site_yml, *others)
     events_file = lab.tmp / f"rack-interrupted-{time.monotonic_ns()}.jsonl"
     err = lab.tmp / "rack-interrupted.stderr"
     with err.open("w") as errf:
@@ -404,13 +415,19 @@ def _rack_interrupted_in_site_yml(lab: Lab, *hosts: str) -> None:
             start_new_session=True,
         )  # fmt: skip
     try:
-        def in_site_yml() -> bool:
+        def all_in_site_yml() -> bool:
             assert proc.poll() is None, err.read_text()[-4000:]
             text = events_file.read_text() if events_file.exists() else ""
-            return any(json.loads(line).get("kind") == "task" for line in text.splitlines()
-                       if line.strip())
+            seen = [json.loads(line) for line in text.splitlines() if line.strip()]
+            done = {e["host"] for e in seen if e.get("kind") == "done"} & set(in_site_yml)
+            # a host whose site.yml ended before the others reached theirs: no interrupt can
+            # catch them all in site.yml (their installs were further apart than a site.yml)
+            assert not done, f"{sorted(done)} ended before all of {in_site_yml} ran site.yml"
+            reached = {e.get("host") for e in seen if e.get("kind") == "result"}
+            return set(in_site_yml) <= reached
 
-        wait_until(in_site_yml, "site.yml's first task", limit_s=3600, poll_s=1.0)
+        wait_until(all_in_site_yml, f"a site.yml task result for each of {in_site_yml}",
+                   limit_s=3600, poll_s=1.0)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=1800) == 130, err.read_text()[-4000:]
     finally:
@@ -418,8 +435,8 @@ def _rack_interrupted_in_site_yml(lab: Lab, *hosts: str) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     interrupted = [json.loads(line) for line in events_file.read_text().splitlines()
                    if line.strip()]
-    assert any(e["kind"] == "phase" and e["phase"] == "interrupted" for e in interrupted), (
-        err.read_text()[-4000:])
+    stopped = {e["host"] for e in interrupted if e["kind"] == "phase" and e["phase"] == "interrupted"}
+    assert set(in_site_yml) <= stopped, (stopped, err.read_text()[-4000:])
 
 
 @dataclass

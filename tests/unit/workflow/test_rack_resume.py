@@ -357,3 +357,50 @@ def test_a_known_hosts_file_that_cannot_be_written_fails_the_host_with_the_path(
     assert result.results[0].reason == (f"host key not read: cannot record it in {tmp_path}: "
                                         "Is a directory")
     assert not playbook.exists()
+
+
+def test_ctrl_c_while_others_install_starts_no_install_and_no_site_yml_after_it(
+    site: Site, tmp_path: Path, pinned: list[str], playbook: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while the first host's site.yml runs and the second host still installs: the
+    second finishes its install and stays `deployed` (no new wave takes it), the third, queued,
+    never starts, and the next run only configures the two."""
+    import signal
+
+    first, second, queued = site.hosts[:3]
+    real = rack.run_playbook
+    runner: RackRunner | None = None
+
+    def interrupted_wave(site_path: Path, hosts: list[str], **kw: object) -> object:
+        if first.name not in hosts:
+            return real(site_path, hosts, **kw)  # type: ignore[arg-type]
+        # a terminal's Ctrl-C reaches the CLI's main thread and ansible-playbook alike
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        return 99, {}, "ERROR! User interrupted execution\n"
+
+    def hold_second(name: str) -> None:
+        # the second host's install ends only once the run is stopping
+        if name == second.name:
+            assert runner is not None and runner.stopping.wait(HANG_S), "the run never stopped"
+
+    monkeypatch.setattr(rack, "run_playbook", interrupted_wave)
+    backend = ScriptedBackend(before=hold_second)
+    runner = make(site, tmp_path, backend, max_parallel=1, configure_gather_s=0)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run([first, second, queued])
+    assert backend.deployed == [first.name, second.name]  # the queued host never started
+    assert not playbook.exists()  # no site.yml wave after the Ctrl-C
+    assert (second.name, "interrupted") in runner.reporter.phases  # type: ignore[attr-defined]
+    store = StateStore(tmp_path / "state.sqlite", site=site.name)
+    for h in (first, second):
+        rec = store.get(h.name)
+        assert (rec.state, rec.step, rec.unfinished) == (S.DEPLOYED, Step.INSTALLED, True)
+    assert store.get(queued.name).state is not S.DEPLOYING
+
+    monkeypatch.setattr(rack, "run_playbook", real)
+    again_backend = ScriptedBackend()
+    again = make(site, tmp_path, again_backend).run([first, second])
+    assert again_backend.deployed == []
+    assert [(r.host, r.reason) for r in again.results] == [
+        (first.name, "configured"), (second.name, "configured")]
