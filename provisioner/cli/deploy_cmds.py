@@ -13,7 +13,7 @@ from rich.text import Text
 from provisioner import events
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
-from provisioner.cli.progress_view import EventReporter, LiveView, PlainView
+from provisioner.cli.progress_view import EventReporter, LiveView, PlainView, duration
 from provisioner.deploy.base import backend_class
 from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
@@ -86,7 +86,7 @@ def summary_table(result: RackResult) -> Table:
             f"[{colours.get(outcome, 'cyan')}]{outcome}[/]",
             plain(reason),
             str(r.attempts or ""),
-            f"{total:.0f}s" if total else "",
+            duration(total) if total else "",
         )
     return table
 

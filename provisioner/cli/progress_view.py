@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 
 from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TaskProgressColumn,
     TextColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Column
+from rich.text import Text
 
 from provisioner.cli.errors import plain
 from provisioner.events import Event, emit
@@ -55,6 +59,22 @@ def progress_at(phase: str) -> int:
 
 
 COLOURS = {"failed": "red", "retry": "yellow", "done": "green", "skipped": "dim"}
+# a host's run is over once it enters one of these phases (or its "done" event comes)
+ENDED = ("done", "failed", "interrupted")
+# plain output (CI logs, `tee`) never stays silent longer than this during long steps
+HEARTBEAT_S = 30.0
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: 12s, 47m49s, 2h03m."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
 
 
 class EventReporter:
@@ -89,24 +109,133 @@ def log_line(event: Event) -> str:
     return line
 
 
-class PlainView:
-    """One line per phase, stage and Ansible task: for logs, pipes and `--json` (on stderr)."""
+@dataclass
+class _Doing:
+    """What a host (or the host-less preparation) is doing, since when, and its detail."""
 
-    def __init__(self, console: Console) -> None:
+    what: str
+    since: float
+    detail: str = ""
+    done: int = 0  # image bytes written so far
+    total: int | None = None
+
+
+class PlainView:
+    """One line per phase, stage and Ansible task: for logs, pipes and `--json` (on stderr).
+
+    When nothing was printed for ``heartbeat_s`` while work runs (an 800 s apt task, a 5 min
+    image write), a heartbeat line says what runs, for how long, and the bytes or the task."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._console = console
         self._lock = threading.Lock()
+        self._heartbeat_s = heartbeat_s
+        self._clock = clock
+        self._started = self._last = clock()
+        self._hosts: dict[str, _Doing] = {}
+        self._stage: _Doing | None = None
+        self._task: _Doing | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __enter__(self) -> PlainView:
+        if self._heartbeat_s > 0:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick_until_stopped,
+                                            name="heartbeat", daemon=True)  # fmt: skip
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stop.wait(self._due_in()):
+            self.tick()
+
+    def _due_in(self) -> float:
+        with self._lock:
+            return max(0.5, self._last + self._heartbeat_s - self._clock())
 
     def emit(self, event: Event) -> None:
         line = self.line(event)
-        if line is not None:
-            with self._lock:
-                self._console.print(terminal(line), markup=False, highlight=False)
+        with self._lock:
+            self._track(event)
+            if line is not None:
+                self._print(line)
+
+    def _print(self, line: str) -> None:
+        self._console.print(terminal(line), markup=False, highlight=False, soft_wrap=True)
+        self._last = self._clock()
+
+    def tick(self) -> None:
+        """Print a heartbeat if work runs and nothing was printed for ``heartbeat_s``."""
+        with self._lock:
+            if self._clock() - self._last >= self._heartbeat_s:
+                line = self.heartbeat()
+                if line is not None:
+                    self._print(line)
+
+    def _track(self, event: Event) -> None:
+        now = self._clock()
+        if event.kind == "phase":
+            self._stage = None  # hosts have started: the preparation is over
+            if event.phase in ENDED:
+                self._hosts.pop(event.host, None)
+            else:
+                self._hosts[event.host] = _Doing(event.phase, now)
+        elif event.kind == "done":
+            self._hosts.pop(event.host, None)
+        elif event.kind == "bytes" and event.host:
+            doing = self._hosts.setdefault(event.host, _Doing("install", now))
+            total = event.data.get("total")
+            doing.done, doing.total = int(event.data.get("done", 0)), int(total) if total else None
+        elif event.kind == "stage" and event.phase != "configure":
+            self._stage = _Doing(event.message, now)
+        elif event.kind == "output" and self._stage is not None:
+            self._stage.detail = event.message
+        elif event.kind == "task":
+            self._task = _Doing(event.message, now)
+        elif event.kind == "stage" and event.message == "play recap":
+            self._task = None
+
+    def heartbeat(self) -> str | None:
+        """What runs now, in one line (None when nothing does)."""
+        now = self._clock()
+        parts = []
+        if self._stage is not None:
+            detail = f": {self._stage.detail}" if self._stage.detail else ""
+            parts.append(f"{self._stage.what} for {duration(now - self._stage.since)}{detail}")
+        groups: dict[str, list[_Doing]] = {}
+        for doing in self._hosts.values():
+            groups.setdefault(doing.what, []).append(doing)
+        for phase, hosts in groups.items():
+            parts.append(self._group(phase, hosts, now))
+        if not parts:
+            return None
+        return f"still running ({duration(now - self._started)} so far): " + "; ".join(parts)
+
+    def _group(self, phase: str, hosts: list[_Doing], now: float) -> str:
+        longest = duration(now - min(d.since for d in hosts))
+        text = f"{len(hosts)} {'host' if len(hosts) == 1 else 'hosts'} in {phase} (up to {longest}"
+        written = [d for d in hosts if d.done]
+        if written:
+            done = sum(d.done for d in written) / 2**20
+            totals = [d.total for d in written if d.total]
+            of = f"/{sum(totals) / 2**20:.0f}" if len(totals) == len(written) else ""
+            text += f", {done:.0f}{of} MiB written"
+        if phase == "configure" and self._task is not None:
+            text += f", TASK {self._task.what} for {duration(now - self._task.since)}"
+        return text + ")"
 
     @staticmethod
     def line(event: Event) -> str | None:
@@ -128,16 +257,35 @@ class PlainView:
         return None
 
 
+class SteadyTimeLeft(ProgressColumn):
+    """Time left from the whole run's pace (elapsed x left / done), not from the last
+    seconds' speed, which jumps between phases of very different lengths."""
+
+    MIN_FRACTION = 0.03  # below this, any estimate is a guess: none is shown
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed
+        if task.finished or not task.total or not elapsed:
+            return Text("", style="progress.remaining")
+        fraction = task.completed / task.total
+        if fraction < self.MIN_FRACTION:
+            return Text("", style="progress.remaining")
+        left = elapsed * (1 - fraction) / fraction
+        return Text(f"{duration(left)} left", style="progress.remaining")
+
+
 class LiveView:
     """A live view: one overall bar with ETA, a bar per host, a line for the current stage."""
 
-    def __init__(self, hosts: list[str], console: Console) -> None:
+    def __init__(
+        self, hosts: list[str], console: Console, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._lock = threading.Lock()
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=12),
             TaskProgressColumn(text_format="{task.percentage:>3.0f}%"),  # blank while pulsing
-            TimeRemainingColumn(compact=True),
+            SteadyTimeLeft(),
             # one line per host: a long detail is cut, never wrapped into the next host's row
             TextColumn(
                 "{task.fields[detail]}",
@@ -147,6 +295,7 @@ class LiveView:
             expand=True,
             refresh_per_second=4,
             transient=False,
+            get_time=clock,
         )
         width = max([len(h) for h in hosts] + [7])
         self._width = width
@@ -222,6 +371,9 @@ class LiveView:
             started = self._bytes_started.setdefault(event.host, time.monotonic())
             done, total = int(event.data.get("done", 0)), event.data.get("total")
             self._detail(event.host, f"[cyan]install[/] {_rate(done, total, started)}")
+            if total:  # the bar moves with the bytes written, through the install's share
+                share = PHASE_SHARE["install"] * min(1.0, done / int(total))
+                self._advance(event.host, progress_at("install") + int(share))
         elif kind == "stage":
             self._stage_line(event)
         elif kind == "output" and self._stage is not None:

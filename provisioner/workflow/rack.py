@@ -256,10 +256,11 @@ class RackRunner:
                         futures.append(pool.submit(self._deploy_in_window, window, req))
                     return [f.result() for f in futures]
                 except BaseException:
-                    # before the pool waits for the installs under way: hosts still queued never
-                    # start, and those that finish installing go to no new site.yml wave
+                    # before the pool waits for the installs under way (on leaving the block):
+                    # hosts still queued never start, and those that finish installing go to no
+                    # new site.yml wave
+                    pool.shutdown(wait=False, cancel_futures=True)
                     self._stop()
-                    pool.shutdown(wait=True, cancel_futures=True)
                     raise
         finally:
             try:
@@ -283,8 +284,8 @@ class RackRunner:
             try:
                 return list(pool.map(self._continue_one, hosts))
             except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
                 self._stop()
-                pool.shutdown(wait=True, cancel_futures=True)
                 raise
 
     def _stop(self) -> None:

@@ -120,3 +120,93 @@ def test_every_image_stage_is_drawn_however_soon_the_next_comes() -> None:
     out = buf.getvalue()
     assert all(text in out for text in ("building the lab OS image", "debootstrap bookworm",
                                         "installing the kernel")), out
+
+
+class _Clock:
+    """A hand-moved clock: the views' time without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plain_output_gets_a_heartbeat_after_30_s_of_silence_with_bytes_and_task() -> None:
+    buf = io.StringIO()
+    clock = _Clock()
+    view = PlainView(Console(file=buf, width=80, color_system=None), clock=clock)
+    rep = EventReporter()
+    with events.sinks(view):  # not entered: no ticker thread, the test ticks by hand
+        rep.phase("h1", "install", "writing the image")
+        rep.phase("h2", "configure", "running playbooks/site.yml")
+        events.emit(Event("task", "common : Install chrony", phase="configure"))
+        clock.now += 29
+        events.emit(Event("bytes", host="h1", data={"done": 300 << 20, "total": 600 << 20}))
+        view.tick()
+        assert len(buf.getvalue().splitlines()) == 3  # 29 s: nothing yet (bytes print no line)
+        clock.now += 1
+        view.tick()
+        clock.now += 10
+        view.tick()  # 10 s after the heartbeat: not another one
+        clock.now += 2840 - 40
+        view.tick()
+        rep.phase("h1", "done", "configured")
+        rep.finished(HostResult("h2", "ok", "configured"))
+        clock.now += 60
+        view.tick()  # nothing runs: silence is right
+    lines = buf.getvalue().splitlines()
+    assert lines[3:] == [
+        "still running (30s so far): 1 host in install (up to 30s, 300/600 MiB written); "
+        "1 host in configure (up to 30s, TASK common : Install chrony for 30s)",
+        "still running (47m20s so far): 1 host in install (up to 47m20s, 300/600 MiB written); "
+        "1 host in configure (up to 47m20s, TASK common : Install chrony for 47m20s)",
+        "h1: done: configured",
+    ]
+
+
+def test_the_heartbeat_names_the_preparation_step_and_its_last_output() -> None:
+    clock = _Clock()
+    view = PlainView(Console(file=io.StringIO(), width=80, color_system=None), clock=clock)
+    with events.sinks(view):
+        events.emit(Event("stage", "debootstrap bookworm", data={"step": 1, "steps": 5}))
+        events.emit(Event("output", "I: Retrieving Packages"))
+        clock.now += 125
+    assert view.heartbeat() == ("still running (2m05s so far): debootstrap bookworm for 2m05s: "
+                                "I: Retrieving Packages")
+
+
+def test_the_heartbeat_thread_prints_while_nothing_else_does() -> None:
+    from tests.support.waiting import wait_until
+
+    buf = io.StringIO()
+    view = PlainView(Console(file=buf, width=80, color_system=None), heartbeat_s=0.01)
+    with view, events.sinks(view):
+        EventReporter().phase("h1", "install", "writing the image")
+        wait_until(lambda: "still running" in buf.getvalue(), "a heartbeat line")
+    assert "1 host in install" in buf.getvalue()
+
+
+def test_durations_read_as_minutes_and_seconds() -> None:
+    from provisioner.cli.progress_view import duration
+
+    assert [duration(s) for s in (0, 12.4, 59.6, 2869, 3600, 7385)] == [
+        "0s", "12s", "1m00s", "47m49s", "1h00m", "2h03m"]
+
+
+def test_the_host_bar_moves_with_the_bytes_written_and_time_left_is_steady() -> None:
+    clock = _Clock()
+    view = LiveView(["h1"], Console(file=io.StringIO(), width=80, color_system=None), clock=clock)
+    with events.sinks(view):
+        events.emit(Event("run", "1 host", data={"hosts": ["h1"]}))
+        EventReporter().phase("h1", "install", "writing the image")
+        at_start = _frame(view).splitlines()[1]
+        seen = []
+        for done in (150, 300, 450):
+            clock.now += 60
+            events.emit(Event("bytes", host="h1", data={"done": done << 20, "total": 600 << 20}))
+            seen.append(_frame(view).splitlines()[1])
+    assert "12%" in at_start  # the install's start
+    assert ["18%" in seen[0], "24%" in seen[1], "30%" in seen[2]] == [True, True, True]
+    # elapsed x left / done: 180 s for 30 of 100 -> 7m00s, from the run's whole pace
+    assert "7m00s left" in seen[2], seen[2]

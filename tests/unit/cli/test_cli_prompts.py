@@ -88,7 +88,7 @@ def test_summary_says_the_state_each_host_reached() -> None:
     out = Console(width=80, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
     out.print(deploy_cmds.summary_table(res))
     text = out.export_text()
-    assert "configured" in text and "61s" in text and "no disk with serial X" in text
+    assert "configured" in text and "1m01s" in text and "no disk with serial X" in text
     assert "…" not in text
 
 

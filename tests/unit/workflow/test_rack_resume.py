@@ -371,10 +371,12 @@ def test_ctrl_c_while_others_install_starts_no_install_and_no_site_yml_after_it(
     first, second, queued = site.hosts[:3]
     real = rack.run_playbook
     runner: RackRunner | None = None
+    second_installing = threading.Event()
 
     def interrupted_wave(site_path: Path, hosts: list[str], **kw: object) -> object:
         if first.name not in hosts:
             return real(site_path, hosts, **kw)  # type: ignore[arg-type]
+        assert second_installing.wait(HANG_S), "the second host's install never started"
         # a terminal's Ctrl-C reaches the CLI's main thread and ansible-playbook alike
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         return 99, {}, "ERROR! User interrupted execution\n"
@@ -382,6 +384,7 @@ def test_ctrl_c_while_others_install_starts_no_install_and_no_site_yml_after_it(
     def hold_second(name: str) -> None:
         # the second host's install ends only once the run is stopping
         if name == second.name:
+            second_installing.set()
             assert runner is not None and runner.stopping.wait(HANG_S), "the run never stopped"
 
     monkeypatch.setattr(rack, "run_playbook", interrupted_wave)
