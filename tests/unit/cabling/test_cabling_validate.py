@@ -60,6 +60,20 @@ def test_verify_report_catches_a_wrong_report(plan):
     assert any("swap" in p or "still missing" in p for p in verify_report(plan, sim, report))
 
 
+def test_verify_report_for_the_real_tools_judges_missing_and_down_together(plan):
+    # The full iblinkinfo names a cable never plugged into a switch port 'down' (the port Polls):
+    # tell_down=False accepts either kind for it, but still wants every such link named.
+    sim = inject_faults(plan, per_kind=2, seed=5)
+    report = _run(plan, sim)
+    for f in report.findings:
+        if f.kind == "missing":
+            f.kind = "down"
+    assert any(p.startswith("down:") for p in verify_report(plan, sim, report))
+    assert verify_report(plan, sim, report, tell_down=False) == []
+    report.findings = [f for f in report.findings if f.kind != "down"]
+    assert any("still missing" in p for p in verify_report(plan, sim, report, tell_down=False))
+
+
 def test_swap_is_one_finding_with_the_technicians_words(fixtures):
     m = load_manifest(fixtures / "small-fabric.yaml")
     report = validate(m, resolve(load_iblinkinfo(fixtures / "small-fabric.iblinkinfo"), m))
