@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import InputError, NotReady
 from provisioner.inventory import load_site
-from provisioner.state import NodeState, StateStore, default_state_dir
+from provisioner.state import Event, NodeState, StateStore, default_state_dir
 from provisioner.state.errors import damaged
 from provisioner.state.store import KEEP_DAYS, KEEP_RUNS
 from provisioner.state.upkeep import backup, restore, summarise
@@ -76,19 +77,68 @@ def status(
     print_table(console, fit_table(title, cols, cells, width=console.width, wide=wide), wide=wide)
 
 
+SinceHelp = ("Only events since then: 30m, 12h, 7d (ago), or a UTC date or time "
+             "(2026-11-27, 2026-11-27T10:00).")
+KindHelp = ("Only events of this kind (transition, facts, health, bios, firmware, ...); "
+            "repeat for several.")
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_AGO = re.compile(r"(?P<n>\d+)\s*(?P<unit>[smhdw])")
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``--since``: an age (30m, 12h, 7d) before ``now``, or an ISO date/time read as UTC."""
+    value = text.strip()
+    if m := _AGO.fullmatch(value.lower()):
+        return now - timedelta(seconds=int(m["n"]) * _UNITS_S[m["unit"]])
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"--since {value!r} is neither an age nor a date",
+                         hint="write an age such as 30m, 12h or 7d, or a UTC date or time "
+                         "such as 2026-11-27 or 2026-11-27T10:00") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _history_rows(events: list[Event], wide: bool) -> list[list[str]]:
+    """State changes in their own column; a facts update names how many facts (the names are
+    in --wide and --json): one discovery must not take a screen."""
+    rows = []
+    for e in events:
+        change = ""
+        if e.to_state:
+            change = f"{e.from_state.value if e.from_state else ''} -> {e.to_state.value}"
+        message = e.message
+        if e.kind == "facts" and not wide and message.startswith(_FACTS):
+            names = message.removeprefix(_FACTS).split(", ")
+            message = _FACTS + plural(len(names), "fact")
+        rows.append([e.ts.strftime("%Y-%m-%d %H:%M:%S"), plain(change.strip()),
+                     plain(message), e.kind])
+    return rows
+
+
+_FACTS = "facts updated: "
+
+
 @handle_errors
 def history(
     host: str = typer.Argument(..., help="Host name."),
     site: str | None = SiteOption,
-    limit: int = typer.Option(50, "--limit", "-n", help="Last N events."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="Last N events."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help=SinceHelp),
+    kinds: list[str] = typer.Option(None, "--kind", metavar="KIND", help=KindHelp),
     as_json: bool = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
-    """Show a host's event log (state changes, facts, deploy and health events)."""
+    """Show a host's event log (state changes, facts, deploy and health events), oldest first;
+    --since and --kind narrow it, --limit keeps the last N of what is left."""
     s = load_site(site_name(site))
     s.host(host)
+    cutoff = parse_since(since, datetime.now(UTC)) if since is not None else None
     store = StateStore.for_site(s, readonly=True)
     known = {r.name for r in store.all()}
-    events = store.events(host, limit=limit) if host in known else []
+    events = store.events(host) if host in known else []
+    events = [e for e in events if (cutoff is None or e.ts >= cutoff)
+              and (not kinds or e.kind in kinds)][-limit:]
     if as_json:
         print_json(
             [
@@ -104,15 +154,15 @@ def history(
             ]
         )
         return
-    table = Table(title=f"{host}: last {plural(len(events), 'event')}")
-    for col in ("time (UTC)", "kind", "change", "message"):
-        table.add_column(col)
-    for e in events:
-        change = ""
-        if e.to_state:
-            change = f"{e.from_state.value if e.from_state else ''} -> {e.to_state.value}"
-        table.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.kind, change, plain(e.message))
-    console.print(table)
+    # the kind mostly repeats the message's first words: its column only with --wide
+    cols: tuple[Col, ...] = (Col("time (UTC)"), Col("change"), Col("message", wrap=True),
+                             Col("kind"))
+    rows = _history_rows(events, wide)
+    if not wide:
+        cols, rows = cols[:-1], [r[:-1] for r in rows]
+    title = f"{plain(host)}: last {plural(len(events), 'event')}"
+    table = fit_table(title, cols, rows, width=console.width, wide=wide)
+    print_table(console, table, wide=wide)
 
 
 @handle_errors
