@@ -225,10 +225,15 @@ class RedfishInventory:
             first.setdefault(mac, option)
             if over_usb:
                 usb.add(mac)
+        # A USB NIC with a made-up (locally administered) MAC is the BMC's own Redfish host
+        # interface (DSP0270), seen from the host: not one of the host's ports at all.
+        host_interface = {mac for mac in usb if rp.locally_administered(mac)}
         out = [replace(p, boot_options=(*entries[p.mac], *p.boot_options)) if p.mac in entries
-               else p for p in ports]
+               else p for p in ports if p.mac not in host_interface]
         if not out:
             for mac, labels in entries.items():
+                if mac in host_interface:
+                    continue
                 option = first[mac]
                 out.append(NicPort(
                     id=mac.replace(":", "").upper(),  # the firmware names the port by MAC only
@@ -240,7 +245,7 @@ class RedfishInventory:
         return [
             replace(p, location=LOCATION_USB, location_from="BootOption UEFI path USB(...)",
                     onboard=False,
-                    excluded="a USB network device (the BMC's host interface or a dongle)")
+                    excluded="a USB network device (a dongle, or the BMC's host interface)")
             if p.mac in usb and p.location is None else p
             for p in out
         ]

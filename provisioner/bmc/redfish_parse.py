@@ -24,10 +24,11 @@ _MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
 _ONBOARD_RE = re.compile(r"(embedded|integrated|onboard|lom)", re.IGNORECASE)
 _SLOT_RE = re.compile(r"(slot|aoc|pcie)", re.IGNORECASE)
 # Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM"; Dell's the
-# network daughter card (rNDC/bNDC), as DMTF's mockups label it too.
-_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom|daughter ?card|\b[rb]ndc\b",
+# network daughter card (rNDC/bNDC), as DMTF's mockups label it too; Cisco's the modular LOM
+# ("MLOM", where its VIC sits).
+_OCP_RE = re.compile(r"\bocp|flex(ible)?lom|mezz|\baiom|daughter ?card|\b[rb]ndc\b|\bmlom",
                      re.IGNORECASE)
-_EMBEDDED_RE = re.compile(r"(embedded|integrated|on-?board|\blom\b|\.lom\.|mlom)", re.IGNORECASE)
+_EMBEDDED_RE = re.compile(r"(embedded|integrated|on-?board|\blom\b|\.lom\.)", re.IGNORECASE)
 _UEFI_MAC_RE = re.compile(r"MAC\(([0-9A-Fa-f]{12}),", re.IGNORECASE)
 # Starting/Training and the like are transitions, not a state: they stay unknown.
 _LINK_UP = {"linkup": True, "up": True, "nolink": False, "linkdown": False, "down": False}
@@ -240,11 +241,34 @@ def complete(port: NicPort, extra: NicPort) -> NicPort:
             changes[f.name] = theirs
     if port.link_up is False and extra.link_up is True:
         changes["link_up"] = True  # one view says up: believe the port is cabled and lit
+    if port.excluded is None or extra.excluded is None:
+        # Any view of the MAC as an Ethernet function makes it one: an FCoE function sharing
+        # the MAC does not take the port out of the candidates.
+        changes["excluded"] = None
     if port.location is None and extra.location is not None:
         # Vendor port naming that says onboard (Dell NIC.Integrated, Cisco MLOM) is kept, as
         # in with_location; otherwise the location decides.
         changes["onboard"] = True if port.onboard else extra.onboard
     return replace(port, **changes) if changes else port
+
+
+def locally_administered(mac: str) -> bool:
+    """Whether a MAC is locally administered (IEEE 802: bit 1 of its first octet), as the
+    MACs a BMC makes up for its USB host interface are."""
+    return bool(int(mac[:2], 16) & 0x02)
+
+
+# NetworkDeviceFunction NetDevFuncType values of storage functions: they carry a MAC (FCoE)
+# but no firmware network-boots through them.
+_STORAGE_FUNCTIONS = {"fibrechannel": "a Fibre Channel function (a storage HBA)",
+                      "fibrechanneloverethernet": "a Fibre Channel over Ethernet function "
+                                                  "(a storage HBA)"}
+
+
+def storage_function(function: dict[str, Any]) -> str | None:
+    """Why a network device function is storage, not a network port (FC, FCoE); else None."""
+    kind = function.get("NetDevFuncType")
+    return _STORAGE_FUNCTIONS.get(kind.lower()) if isinstance(kind, str) else None
 
 
 def is_host_interface(eth: dict[str, Any]) -> bool:
@@ -318,6 +342,7 @@ def parse_device_function(
         speed_mbps=speed or None,
         source=odata_id(function) or "",
         onboard=onboard_from_id(adapter_id, ident),
+        excluded=storage_function(function),
         # NetworkDeviceFunction.BootMode: the function's option ROM boots PXE.
         boot_options=("NetworkDeviceFunction BootMode PXE",)
         if str(function.get("BootMode") or "").upper() == "PXE" else (),

@@ -722,6 +722,14 @@ class RedfishClient:
         """A Reply for a 2xx answer; the typed error for any other."""
         data = parse_json(raw, bmc=self.name, path=path)
         if 200 <= status < 300:
+            if data is None and raw.strip() == b"null":
+                # JSON, but no resource: say so, not "not JSON" (which sends one hunting
+                # for an HTML error page).
+                raise BMCBadResponse(
+                    "answered with a JSON null body where a Redfish resource (a JSON object) "
+                    "belongs", bmc=self.name, path=path, status=status,
+                    hint="the BMC's Redfish service has nothing behind this path: reset the "
+                    "BMC, or update its firmware")
             if data is None:
                 raise BMCBadResponse("answered with a body that is not JSON", bmc=self.name,
                                      path=path, status=status)

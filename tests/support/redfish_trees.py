@@ -10,6 +10,7 @@ from pathlib import Path
 from provisioner.bmc.base import HostFacts
 from provisioner.bmc.factory import open_redfish
 from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.bmc.vendors.cisco import CiscoBMC
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
 from provisioner.bmc.vendors.lenovo import LenovoBMC
@@ -52,6 +53,7 @@ TREES = {
     "dmtf-bladed": "dmtf-public-bladed",
     "dmtf-tower": "dmtf-public-tower",
     "alletra": "hpe-ilo7-alletra-4220-gen12-ocp-ilo-emulator",
+    "cisco": "project-cisco-cimc",
 }
 
 
@@ -115,7 +117,7 @@ IDENTITY = {
                                    "5c:25:73:08:f3:76"}),
     # The System has no identity: the tray chassis (Chassis_0, a Shelf) gives it.
     "gb200": (NvidiaBMC, "NVIDIA", "GB200 NVL", "1333024020524",
-              {"d0:f4:05:43:95:04", "f4:4d:ad:02:27:62", "ee:a3:ab:6b:53:03"}),
+              {"d0:f4:05:43:95:04", "f4:4d:ad:02:27:62"}),
     "dell-2dpu": (DellBMC, "Dell Inc.", "PowerEdge R750", "MXFC40025U031S",
                   {"c8:4b:d6:7b:ab:92", "c8:4b:d6:7b:ab:93", "a0:88:c2:08:54:5c",
                    "a0:88:c2:0c:b8:04"}),
@@ -140,7 +142,12 @@ IDENTITY = {
     "split": (RedfishBMC, "Example Systems", "EX-8GPU", "PRJ0001A",
               {"02:00:5e:10:00:01", "02:00:5e:10:00:02", "02:00:5e:20:00:01"}),
     "bootonly": (RedfishBMC, "Example Systems", "EX-TRAY", "PRJTRAY0",
-                 {"02:00:5e:30:00:01", "02:00:5e:30:00:02", "02:00:5e:30:00:ff"}),
+                 {"02:00:5e:30:00:01", "02:00:5e:30:00:02"}),
+    # Written after CIMC's layout: LOM L.*, VIC MLOM.* (+ its FCoE vHBAs fc0/fc1), slot 1.
+    "cisco": (CiscoBMC, "Cisco Systems Inc", "UCSC-C240-M5SX", "WZPPRJ0001",
+              {"02:00:5e:50:00:01", "02:00:5e:50:00:02", "02:00:5e:50:00:10",
+               "02:00:5e:50:00:11", "02:00:5e:50:00:20", "02:00:5e:50:00:18",
+               "02:00:5e:50:00:19"}),
     # One blade BMC, two nodes: Node0 is read; its Slingshot ports have no MAC.
     "ex235n": (HpeBMC, "HPE", "HPE Cray EX235n", "DP20300012", {"00:40:a6:84:d5:ea"}),
     "xl675d-a40": (HpeBMC, "HPE", "ProLiant XL675d Gen10 Plus", "JS05NP1072",

@@ -6,6 +6,7 @@ from typing import Any
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.redfish_bmc import RedfishBMC
+from provisioner.bmc.vendors.cisco import CiscoBMC
 from provisioner.bmc.vendors.dell import DellBMC
 from provisioner.bmc.vendors.hpe import HpeBMC
 from provisioner.bmc.vendors.lenovo import LenovoBMC
@@ -18,6 +19,7 @@ VENDOR_CLASSES: dict[str, type[RedfishBMC]] = {
     "supermicro": SupermicroBMC,
     "lenovo": LenovoBMC,
     "nvidia": NvidiaBMC,
+    "cisco": CiscoBMC,
     "generic": RedfishBMC,
 }
 
@@ -31,6 +33,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("lenovo", "lenovo"),
     ("nvidia", "nvidia"),
     ("mellanox", "nvidia"),  # BlueField DPU BMCs say "https://www.mellanox.com"
+    ("cisco", "cisco"),  # CIMC: "Cisco Systems Inc"
 )
 
 

@@ -47,6 +47,7 @@ def odd(tmp_path_factory) -> Iterator[str]:
                                "PowerState": "Sleeping", "Boot": {}})
     _doc(root, "Empty", {"Members": []})
     _doc(root, "NotJson", "<html>maintenance page</html>")
+    _doc(root, "Null", "null")
     with sushy_static(root, root) as url:
         yield url
 
@@ -72,6 +73,10 @@ def test_non_json_answer_and_empty_systems(odd):
     client.login()
     with pytest.raises(BMCBadResponse, match="not JSON"):
         client.get("/redfish/v1/NotJson")
+    # A `null` body is JSON: the error says what it is, not "not JSON".
+    with pytest.raises(BMCBadResponse, match="a JSON null body where a Redfish resource") as got:
+        client.get("/redfish/v1/Null")
+    assert "not JSON" not in str(got.value) and got.value.path == "/redfish/v1/Null"
     client.root = {"Systems": {"@odata.id": "/redfish/v1/Empty"}}
     with pytest.raises(BMCNotFound, match="lists no ComputerSystem"):
         RedfishBMC(client).system_path()

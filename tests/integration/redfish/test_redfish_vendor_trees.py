@@ -172,7 +172,11 @@ def test_bluefield_ports_are_on_the_card_and_p0_is_chosen(tmp_path):
 def test_gb200_pxe_macs_come_from_boot_options_and_usb_ones_are_excluded(tmp_path):
     _bmc, facts = discover(tree("gb200"), tmp_path)
     ports = explained(facts)
-    assert ports["ee:a3:ab:6b:53:03"]["excluded"].startswith("a USB network device")
+    # USB(0x4,0x0)/USB(0x0,0x0)/MAC(EEA3AB6B5303,...): a locally administered MAC over USB
+    # is the BMC's host interface, not a host port; the USB NIC with a vendor MAC stays,
+    # never a candidate.
+    assert "ee:a3:ab:6b:53:03" not in ports
+    assert ports["f4:4d:ad:02:27:62"]["excluded"].startswith("a USB network device")
     assert ports["d0:f4:05:43:95:04"]["boot_options"]
     assert facts.provisioning_mac is None
     assert "onboard unknown" in " ".join(ports["d0:f4:05:43:95:04"]["why_not"])
@@ -263,7 +267,8 @@ def test_bootoptions_only_tree(tmp_path):
     ports = explained(facts)
     assert ports["02:00:5e:30:00:01"]["boot_options"] == [
         "Boot0001 UEFI PXEv4 (MAC:02005E300001)", "Boot0002 UEFI HTTPv4 (MAC:02005E300001)"]
-    assert ports["02:00:5e:30:00:ff"]["why_not"][0].startswith("never a PXE port")
+    # Its USB entry (02:00:5e:30:00:ff, locally administered) is the BMC's host interface.
+    assert "02:00:5e:30:00:ff" not in ports and len(ports) == 2
 
 
 SITE = """site: explain

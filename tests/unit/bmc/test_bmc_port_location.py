@@ -98,7 +98,8 @@ def test_adapters_of_two_chassis_with_the_same_id_get_the_chassis_in_front():
 
 def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
-    # (a VIC in PCIe slot 1) and "MLOM.0" (the modular LOM), no LinkStatus at all.
+    # (a VIC in PCIe slot 1) and "MLOM.0" (the VIC in the modular-LOM slot, an OCP-like
+    # position), no LinkStatus at all.
     from provisioner.bmc.nic_select import explain_selection
     from provisioner.inventory import NicRule
 
@@ -108,7 +109,7 @@ def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     ports = [rp.location_from_id(p) for p in
              (rp.parse_ethernet_interface(r) for r in raw) if p]
     by_id = {p.id: p for p in ports}
-    assert by_id["MLOM.0"].onboard is True and by_id["MLOM.0"].location == "embedded"
+    assert by_id["MLOM.0"].onboard is True and by_id["MLOM.0"].location == "ocp"
     assert by_id["MLOM.0"].link == "unknown" and by_id["1.0"].onboard is None
     choice = explain_selection(ports, NicRule(rule="first-onboard-up"))
     assert choice.port is not None and choice.port.id == "MLOM.0"
@@ -204,3 +205,30 @@ def test_network_daughter_cards_are_the_onboard_slot():
     assert rp.location_from_name("Broadcom 57416 2 Port 10Gb Base-T + 5720, rNDC") == "ocp"
     assert rp.location_from_text("PCIe Slot 4") == "slot"
     assert rp.location_from_name("ConnectX-7 Adapter Card") is None
+
+
+def test_fcoe_functions_are_excluded_but_never_take_an_ethernet_view_of_their_mac_with_them():
+    fcoe = rp.parse_device_function(
+        {"Id": "fc0", "NetDevFuncType": "FibreChannelOverEthernet",
+         "Ethernet": {"MACAddress": "02:00:5e:50:00:18"}}, None, "VIC")
+    assert fcoe is not None and fcoe.excluded and "Fibre Channel over Ethernet" in fcoe.excluded
+    assert rp.storage_function({"NetDevFuncType": "FibreChannel"})
+    assert rp.storage_function({"NetDevFuncType": "Ethernet"}) is None
+    assert rp.storage_function({"NetDevFuncType": ["junk"]}) is None
+    eth = rp.parse_device_function(
+        {"Id": "eth0", "NetDevFuncType": "Ethernet",
+         "Ethernet": {"MACAddress": "02:00:5e:50:00:18"}}, None, "VIC")
+    assert eth is not None
+    # Whichever view comes first, a MAC that is an Ethernet function stays a candidate.
+    for views in ([fcoe], [eth]), ([eth], [fcoe]), ([], [fcoe, eth]), ([], [eth, fcoe]):
+        (merged,) = rp.merge_nics(*views)
+        assert merged.excluded is None
+    (alone,) = rp.merge_nics([], [fcoe])
+    assert alone.excluded == fcoe.excluded
+
+
+def test_locally_administered_macs():
+    assert rp.locally_administered("ee:a3:ab:6b:53:03")  # a GB200 BMC's USB host interface
+    assert rp.locally_administered("02:00:5e:30:00:ff")
+    assert not rp.locally_administered("f4:4d:ad:02:27:62")
+    assert not rp.locally_administered("d0:f4:05:43:95:04")
