@@ -128,8 +128,7 @@ IDENTITY = {
     # No enclosure chassis and no model anywhere: what the baseboard System says.
     "gh200": (NvidiaBMC, "NVIDIA", None, "1580924760074",
               {"f0:b2:b9:0b:fc:9e", "f0:b2:b9:0b:fc:9f", "a0:88:c2:c7:a3:ce",
-               "a0:88:c2:c7:b3:7e", "58:a2:e1:bb:b1:0e", "58:a2:e1:bb:b1:0f",
-               "26:c7:6d:da:e8:24"}),
+               "a0:88:c2:c7:b3:7e", "58:a2:e1:bb:b1:0e", "58:a2:e1:bb:b1:0f"}),
     "dl325": (HpeBMC, "HPE", "ProLiant DL325 Gen10 Plus", "MXQ019020B",
               {"94:40:c9:5c:86:bc", "94:40:c9:5c:86:bd", "14:02:ec:d9:3a:a0",
                "14:02:ec:d9:3a:a1"}),
@@ -168,8 +167,7 @@ IDENTITY = {
                                   "88:e9:a4:4c:4e:f8", "88:e9:a4:45:35:de", "88:e9:a4:4c:5e:08"}),
     # Host MACs only in BootOptions (like the GB200 tray), the USB host interface among them.
     "smc-gb300": (SupermicroBMC, "Supermicro", "GB NVL", "S964512X5913271",
-                  {"7c:c2:55:91:1a:b2", "e0:9d:73:ad:2d:42", "e0:9d:73:ad:2d:43",
-                   "e2:1b:99:34:1f:c4"}),
+                  {"7c:c2:55:91:1a:b2", "e0:9d:73:ad:2d:42", "e0:9d:73:ad:2d:43"}),
     # Redfish 1.0.1: no SerialNumber, no UpdateService, no Storage.
     "smc-x10": (SupermicroBMC, "Supermicro", "Super Server", None,
                 {"ac:1f:6b:18:a4:5a", "ac:1f:6b:18:a4:5b", "ac:1f:6b:18:a6:b2",
