@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import string
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,7 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: LineMap, *,
                keep_text: bool = True) -> Any:
     """One scalar (or an aliased/complex node); a value no type can hold is an error at its line."""
+    _refuse_long_number(node, path, lines)
     try:
         value = loader.construct_object(node, deep=True)
     except (ValueError, TypeError, OverflowError) as exc:
@@ -198,6 +200,24 @@ def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: Lin
             and not isinstance(value, str):
         lines.set_text(path, node.value)
     return value
+
+
+# No setting, count, port or BIOS value a site file holds runs past this many digits (a 64-bit
+# integer has 20); Python itself refuses 4,300 in its own words, naming no line.
+MAX_NUMBER_DIGITS = 40
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _refuse_long_number(node: yaml.Node, path: Path_, lines: LineMap) -> None:
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in _NUMBER_TAGS:
+        return
+    digits = sum(c in string.hexdigits for c in str(node.value).lower().lstrip("+-0x"))
+    if digits > MAX_NUMBER_DIGITS:
+        raise InventoryError(
+            f"a number of {digits:,} digits is too large for any value in a site file (at "
+            f"most {MAX_NUMBER_DIGITS})",
+            file=str(lines.file), line=node.start_mark.line + 1, key=dotted(path) or None,
+            hint="fix the number, or quote it if it is text")
 
 
 def _char(character: object) -> str:
