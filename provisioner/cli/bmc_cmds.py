@@ -87,7 +87,7 @@ BOOT_TARGETS = {
 def _select(site: Site, hosts: list[str] | None, rack: str | None, *, required: bool) -> list[Host]:
     if required and not hosts and not rack:
         raise InputError("name the hosts (names or globs) or a --rack",
-                         hint="e.g. `provision power status 'gpu-r01-*'`")
+                         hint="e.g. `provision power cycle 'gpu-r01-*'` or `--rack r01`")
     return site.select(hosts or None, rack)
 
 
@@ -295,9 +295,10 @@ def power(
     parallel: int | None = ParallelOption,
     force: bool = ForceOption,
 ) -> None:
-    """Power hosts on/off/cycle through their BMCs, or show their power state."""
+    """Power hosts on/off/cycle through their BMCs, or show their power state (status reads
+    every host when none is named)."""
     s = load_site(site_name(site))
-    selected = _select(s, hosts, rack, required=True)
+    selected = _select(s, hosts, rack, required=command != PowerCommand.status)
     if command == PowerCommand.status:
         results = run_on_hosts(s, selected, power_operation(None), max_parallel=parallel)
         _report(results, "power state", as_json, "reading the power state")

@@ -237,6 +237,13 @@ def test_power_needs_hosts(env: Path):
     assert "name the hosts" in err
 
 
+def test_power_status_reads_every_host_by_default(env: Path):
+    # #36 item 10: a read verb reads the whole site without names, as status and discover do
+    code, out, err = run("power", "status", "--site", str(env), "--json")
+    assert code in (0, 3), out + err
+    assert {r["host"] for r in json.loads(out)} == {h.name for h in load_site(env).hosts}
+
+
 @pytest.fixture(scope="module")
 def iso_url(tmp_path_factory) -> Iterator[str]:
     """A tiny ISO on a local HTTP server, downloaded by the emulated BMC like a real one."""
