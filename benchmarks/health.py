@@ -94,8 +94,20 @@ def _kib(path: str, key: str) -> int:
     return 0
 
 
+def _cpu_ticks(pid: int) -> tuple[str, int] | None:
+    """(command name, user + system clock ticks) of a process, from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = stat[stat.find("(") + 1:stat.rfind(")")]
+    fields = stat[stat.rfind(")") + 2:].split()
+    return name, int(fields[11]) + int(fields[12])
+
+
 class Sampler(threading.Thread):
-    """Samples the client's own RSS high-water mark and its whole tree's PSS every 0.1 s."""
+    """Samples the client's own RSS high-water mark, its whole tree's PSS and each process's
+    CPU (by command name: the client, its ssh sessions, its parse workers) every 0.1 s."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
@@ -104,6 +116,7 @@ class Sampler(threading.Thread):
         self.hwm_kib = 0
         self.tree_pss_kib = 0
         self.max_procs = 0
+        self.ticks: dict[int, tuple[str, int]] = {}  # pid -> (name, last CPU ticks seen)
 
     def run(self) -> None:
         while not self.stop.wait(0.1):
@@ -112,6 +125,19 @@ class Sampler(threading.Thread):
             self.max_procs = max(self.max_procs, len(procs))
             self.tree_pss_kib = max(self.tree_pss_kib,
                                     sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in procs))
+            for p in procs:
+                seen = _cpu_ticks(p)
+                if seen is not None:
+                    self.ticks[p] = seen
+
+    def cpu_by_command(self) -> dict[str, float]:
+        """CPU seconds per command name (a process's last 0.1 s before it exits is missed)."""
+        hz = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for pid, (name, ticks) in self.ticks.items():
+            key = "client" if pid == self.pid else "workers" if name.startswith("python") else name
+            out[key] = out.get(key, 0.0) + ticks / hz
+        return out
 
 
 def measure(n: int, interval: float, work: Path) -> dict[str, float]:
@@ -146,7 +172,11 @@ def measure(n: int, interval: float, work: Path) -> dict[str, float]:
     if len(docs) != n or reached != n:
         sys.exit(f"health over {n} hosts reported {len(docs)} hosts, {reached} reached "
                  f"(exit {proc.returncode}): {err.decode()[-2000:]}")
-    return {"wall_s": wall, "cpu_s": cpu,
+    split = sampler.cpu_by_command()
+    print(f"  {n} hosts, client CPU by command (s): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(split.items(), key=lambda kv: -kv[1])),
+          flush=True)
+    return {"wall_s": wall, "cpu_s": cpu, "ssh_cpu_s": split.get("ssh", 0.0),
             "peak_rss_mib": sampler.hwm_kib / 1024, "peak_tree_pss_mib": sampler.tree_pss_kib / 1024,
             "procs": sampler.max_procs}
 

@@ -10,6 +10,12 @@ from pathlib import Path
 from provisioner.health.errors import SshUnavailable
 
 SSH_UNREACHABLE = 255  # what ssh returns when it cannot connect or authenticate
+# OpenSSH 9.x's default key exchange, sntrup761x25519, costs about 70 ms of CPU per session on
+# each end (measured: 81 ms of ssh client CPU per session with it, 11 ms with curve25519): at
+# 512 hosts that alone is 36 s of a laptop's CPU per health run. Removing it from the default
+# list leaves mlkem768x25519 first where the client has it (post-quantum and fast, 9.9+) and
+# curve25519 before. A site that wants sntrup anyway names KexAlgorithms in ssh_options.
+KEX_WITHOUT_SNTRUP = "KexAlgorithms=-sntrup761x25519-sha512@openssh.com,sntrup761x25519-sha512"
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,8 @@ class SshClient:
             argv += ["-o", f"UserKnownHostsFile={target.known_hosts}"]
         for opt in self.options:
             argv += ["-o", opt]
+        if not any(o.replace(" ", "=").lower().startswith("kexalgorithms=") for o in self.options):
+            argv += ["-o", KEX_WITHOUT_SNTRUP]
         return [*argv, f"{target.user}@{target.address}", remote]
 
     def run(self, target: SshTarget, remote: str, stdin: str = "") -> SshResult:

@@ -149,6 +149,28 @@ def test_ssh_argv_is_non_interactive(tmp_path):
     assert argv[-2:] == ["provision@10.0.0.5", "bash -s"]
 
 
+def _kex(argv: list[str]) -> list[str]:
+    """The key exchanges the real ssh client would offer with ``argv`` (ssh -G connects nowhere)."""
+    import subprocess
+
+    res = subprocess.run([argv[0], "-G", *argv[1:-1]], capture_output=True, text=True, check=True,
+                         timeout=30)
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("kexalgorithms "))
+    return line.split()[1].split(",")
+
+
+def test_health_sessions_skip_the_costly_sntrup_key_exchange_unless_the_site_names_one(tmp_path):
+    from provisioner.health.ssh_client import SshClient, SshTarget
+
+    target = SshTarget("h", "10.0.0.5", "provision", 22, None, tmp_path / "kh")
+    offered = _kex(SshClient().argv(target, "bash -s"))
+    assert not any(k.startswith("sntrup761") for k in offered)
+    assert offered[0] in ("mlkem768x25519-sha256", "curve25519-sha256")
+    chosen = SshClient(options=["KexAlgorithms=sntrup761x25519-sha512@openssh.com"]).argv(
+        target, "bash -s")
+    assert _kex(chosen) == ["sntrup761x25519-sha512@openssh.com"]
+
+
 def test_ticket_before_any_health_run(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
