@@ -90,7 +90,10 @@ def test_a_bmc_refusing_concurrency_with_503_is_still_discovered(tmp_path, caplo
 
 
 def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path):
-    hang = "/redfish/v1/UpdateService/FirmwareInventory"
+    # The Systems collection is read once, alone, right after logging in (to find the host's
+    # System): hung there, the cut-off names it whatever the machine's load, whereas a path
+    # read among discovery's parallel reads loses the race to any slow neighbour.
+    hang = "/redfish/v1/Systems"
     with sushy_static(tree("dgx-h100"), tmp_path) as plain, \
             fault_proxy(plain, tmp_path, listen=("127.0.0.1",) * 3,
                         args=["--expand", "--delay", "0.02"]) as healthy, \
@@ -99,11 +102,12 @@ def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path)
         urls = {f"dgx-{i}": url for i, url in enumerate(healthy)} | {"dgx-hung": hung}
         # The hung BMC answers after an hour: only its deadline can end its discovery, so
         # discover_all returning at all (pytest-timeout guards a hang) proves the cut-off. The
-        # healthy ones get a deadline no loaded machine reaches, so load cannot fail them.
+        # healthy ones get a deadline no loaded machine reaches, so load cannot fail them; the
+        # hung one's 10 s is time enough to log in on a loaded machine.
         targets = [DiscoveryTarget(name, partial(open_redfish, url, "root", Secret(PASSWORD),
                                                  OPTS, name=f"{name} (BMC {url})",
                                                  nic_rule=ONBOARD),
-                                   deadline_s=2.0 if name == "dgx-hung" else 600.0)
+                                   deadline_s=10.0 if name == "dgx-hung" else 600.0)
                    for name, url in urls.items()]
         results = {r.host: r for r in discover_all(targets, max_parallel=4)}
     for name in ("dgx-0", "dgx-1", "dgx-2"):
