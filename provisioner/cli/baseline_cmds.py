@@ -104,14 +104,24 @@ def _json(rep: HostCompliance) -> dict[str, object]:
                        "hint": i.hint} for i in rep.items]}
 
 
-def _select(s: Site, hosts: list[str] | None, rack: str | None, kind: str) -> list[Host]:
+def _with_baseline(s: Site, hosts: list[str] | None, rack: str | None,
+                   kind: str) -> tuple[list[Host], int]:
+    """The selected hosts that have a ``kind`` baseline, and how many were selected."""
     selected = s.select(hosts or None, rack)
-    with_baseline = [h for h in selected if (h.bios if kind == "bios" else h.firmware)]
+    return [h for h in selected if (h.bios if kind == "bios" else h.firmware)], len(selected)
+
+
+def _no_baseline(kind: str, selected: int) -> tuple[str, str]:
+    return (f"none of the {selected} selected hosts has a {kind} baseline",
+            f"add `{kind}:` to their profile (or host) in the site file; see docs/firmware.md")
+
+
+def _select(s: Site, hosts: list[str] | None, rack: str | None, kind: str) -> list[Host]:
+    """The hosts to change: refused when none has a baseline (there is nothing to apply)."""
+    with_baseline, selected = _with_baseline(s, hosts, rack, kind)
     if not with_baseline:
-        raise InputError(
-            f"none of the {len(selected)} selected hosts has a {kind} baseline",
-            hint=f"add `{kind}:` to their profile (or host) in the site file; see "
-            "docs/firmware.md")
+        what, hint = _no_baseline(kind, selected)
+        raise InputError(what, hint=hint)
     return with_baseline
 
 
@@ -131,8 +141,15 @@ def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
          site: str | None, as_json: bool, junit: Path | None, textfile: Path | None,
          parallel: int | None, show_all: bool, wide: bool) -> None:
     s = load_site(site_name(site))
-    selected = _select(s, hosts, rack, kind)
-    if kind == "bios":
+    selected, count = _with_baseline(s, hosts, rack, kind)
+    reports: list[HostCompliance] = []
+    if not selected:
+        what, hint = _no_baseline(kind, count)
+        if hosts:  # the hosts named cannot be checked: a mistake worth exit 2
+            raise InputError(what, hint=hint)
+        # the whole site (or a rack) without baselines, as the lab: nothing to check, exit 0
+        err.print(Text(terminal(f"note: {what}: nothing checked; {hint}"), style="yellow"))
+    elif kind == "bios":
         reports = checker(s, selected, max_parallel=parallel,
                           store=StateStore.for_site(s, readonly=True))
     else:
@@ -143,7 +160,7 @@ def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
         write_atomic(textfile, render_metrics(kind, reports))
     if as_json:
         print_json([_json(r) for r in reports])
-    else:
+    elif reports:
         _show(kind, reports, show_all, wide)
     bad = [r.host for r in reports if not r.compliant]
     if bad:
