@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from enum import StrEnum
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -234,12 +236,42 @@ def discover(
         for res in results:
             if not res.ok:
                 err.print(f"[red]{res.host}[/] {res.reason}: {plain(res.error)}")
-            for warning in res.warnings:
-                err.print(f"[yellow]{res.host}[/] warning: {plain(warning)}")
+        print_warnings(err, results)
         for host, skew in skewed.items():
             err.print(f"[yellow]{host}[/] BMC clock is off by {skew:+.0f}s "
                       f"(more than max_clock_skew_s={max_skew:g})")
     _failure_exit([r.host for r in results if not r.ok], len(results), "discovery")
+
+
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+SHOWN_HOSTS = 3
+
+
+def grouped_warnings(results: Sequence[DiscoveryResult]) -> list[tuple[list[str], str]]:
+    """Each distinct warning once, with the hosts that gave it (first seen first) and the first
+    host's words: neither the host's own name nor a system UUID makes a warning distinct."""
+    groups: dict[str, tuple[list[str], str]] = {}
+    for res in results:
+        for warning in res.warnings:
+            key = _UUID.sub("<uuid>", warning.replace(res.host, "<host>"))
+            hosts, _ = groups.setdefault(key, ([], warning))
+            if res.host not in hosts:
+                hosts.append(res.host)
+    return list(groups.values())
+
+
+def print_warnings(out: Console, results: Sequence[DiscoveryResult]) -> None:
+    """One line per distinct warning: the same 404 from every BMC of a 500-host site is one
+    line naming how many hosts gave it (each host's own list is in --json)."""
+    for hosts, warning in grouped_warnings(results):
+        if len(hosts) == 1:
+            out.print(f"[yellow]{hosts[0]}[/] warning: {plain(warning)}")
+            continue
+        names = ", ".join(hosts[:SHOWN_HOSTS])
+        if len(hosts) > SHOWN_HOSTS:
+            names += f" and {len(hosts) - SHOWN_HOSTS} more"
+        out.print(f"[yellow]{len(hosts)} hosts[/] ({plain(names)}) warning, as "
+                  f"{hosts[0]} gave it: {plain(warning)}")
 
 
 def _explain(results: Sequence[DiscoveryResult], as_json: bool) -> None:
