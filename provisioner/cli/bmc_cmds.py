@@ -46,6 +46,7 @@ from provisioner.workflow.discover import (
     DiscoveryResult,
     clock_skew_alerts,
     discover_site,
+    duplicate_serials,
     facts_to_dict,
 )
 from provisioner.workflow.selection import without_maintenance
@@ -214,6 +215,10 @@ def discover(
                                     on_result=tick)
     max_skew = s.settings.max_clock_skew_s
     skewed = clock_skew_alerts(results, max_skew)
+    stored = {r.name: str(r.facts.get("serial") or "")
+              for r in store.records([h.name for h in s.hosts])}
+    shared = {h: [o for o in hosts if o != h]
+              for hosts in duplicate_serials(results, stored).values() for h in hosts}
     if explain:
         _explain(results, as_json)
     elif as_json:
@@ -226,6 +231,7 @@ def discover(
                 "seconds": round(r.seconds, 3),
                 "warnings": r.warnings,
                 "clock_skew_alert": r.host in skewed,
+                "serial_shared_with": shared.get(r.host, []),
                 "facts": facts_to_dict(r.facts) if r.facts else None,
             }
             for r in results
@@ -237,6 +243,7 @@ def discover(
             if not res.ok:
                 err.print(f"[red]{res.host}[/] {res.reason}: {plain(res.error)}")
         print_warnings(err, results)
+        print_duplicate_serials(err, duplicate_serials(results, stored))
         for host, skew in skewed.items():
             err.print(f"[yellow]{host}[/] BMC clock is off by {skew:+.0f}s "
                       f"(more than max_clock_skew_s={max_skew:g})")
@@ -272,6 +279,14 @@ def print_warnings(out: Console, results: Sequence[DiscoveryResult]) -> None:
             names += f" and {len(hosts) - SHOWN_HOSTS} more"
         out.print(f"[yellow]{len(hosts)} hosts[/] ({plain(names)}) warning, as "
                   f"{hosts[0]} gave it: {plain(warning)}")
+
+
+def print_duplicate_serials(out: Console, serials: dict[str, list[str]]) -> None:
+    """A warning per serial number several hosts report (this run's or stored facts)."""
+    for serial, hosts in serials.items():
+        out.print(f"[yellow]{', '.join(hosts)}[/] warning: {len(hosts)} hosts report serial "
+                  f"{plain(serial)}: two BMC addresses reach one machine, or boards or VMs "
+                  f"were cloned; check these hosts' BMC addresses in the site file")
 
 
 def _explain(results: Sequence[DiscoveryResult], as_json: bool) -> None:

@@ -6,7 +6,7 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -265,3 +265,18 @@ def clock_skew_alerts(results: Sequence[DiscoveryResult], max_skew_s: float) -> 
         if skew is not None and abs(skew) > max_skew_s:
             out[res.host] = skew
     return out
+
+
+def duplicate_serials(results: Sequence[DiscoveryResult],
+                      known: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """Serial numbers that more than one host reports (serial -> hosts, in order): two BMC
+    addresses that reach one machine, or cloned boards/VMs. ``known``: serials stored for hosts
+    not read this time (host -> serial); a blank serial says nothing."""
+    seen: dict[str, list[str]] = {}
+    read = {r.host for r in results}
+    pairs = [(r.host, r.facts.serial) for r in results if r.facts]
+    pairs += [(h, serial) for h, serial in (known or {}).items() if h not in read]
+    for host, serial in pairs:
+        if serial and serial.strip():
+            seen.setdefault(serial.strip(), []).append(host)
+    return {serial: hosts for serial, hosts in seen.items() if len(hosts) > 1}

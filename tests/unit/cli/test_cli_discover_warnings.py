@@ -1,5 +1,6 @@
 """`discover` prints each distinct warning once: the same 404 from every lab BMC is one line
-naming how many hosts gave it, not one line per host (#36 item 10)."""
+naming how many hosts gave it, not one line per host; hosts that report one serial number are
+flagged (#36 item 10)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,36 @@ def test_different_warnings_stay_apart() -> None:
                      DiscoveryResult("b", warnings=["firmware inventory not read: HTTP 500"])])
     assert lines == ["a warning: firmware inventory not read: HTTP 404",
                      "b warning: firmware inventory not read: HTTP 500"]
+
+
+def _read(host: str, serial: str) -> DiscoveryResult:
+    from provisioner.bmc.base import HostFacts
+
+    return DiscoveryResult(host, facts=HostFacts(
+        manufacturer="QEMU", model="Standard PC", serial=serial, bmc_firmware="1.0",
+        clock_skew_s=0.0, provisioning_mac="52:54:00:00:00:01", nics=[], drives=[]))
+
+
+def test_two_hosts_with_one_serial_are_flagged() -> None:
+    from provisioner.cli.bmc_cmds import print_duplicate_serials
+    from provisioner.workflow.discover import duplicate_serials
+
+    results = [_read("lab-host01", "VM-0001"), _read("lab-host02", "VM-0001"),
+               _read("lab-host03", "VM-0003"), _read("lab-host04", "  ")]
+    # lab-host05 was read before (its stored serial), lab-host01's stored one is this run's
+    known = {"lab-host05": "VM-0003", "lab-host01": "OLD", "lab-host06": ""}
+    dups = duplicate_serials(results, known)
+    assert dups == {"VM-0001": ["lab-host01", "lab-host02"],
+                    "VM-0003": ["lab-host03", "lab-host05"]}
+    out = Console(file=io.StringIO(), width=300, color_system=None)
+    print_duplicate_serials(out, dups)
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0].startswith("lab-host01, lab-host02 warning: 2 hosts report serial VM-0001:")
+    assert "check these hosts' BMC addresses" in lines[0]
+
+
+def test_distinct_and_blank_serials_are_not_flagged() -> None:
+    from provisioner.workflow.discover import duplicate_serials
+
+    assert duplicate_serials([_read("a", "S1"), _read("b", "S2"), _read("c", ""),
+                              _read("d", "")]) == {}
