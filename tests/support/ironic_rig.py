@@ -36,6 +36,9 @@ def start_ironic(state_dir: Path, **kwargs: Any) -> IronicService:
     except NotReady:
         machine.fail_if_missing([str(ironic_venv() / "bin" / "ironic")],
                                 "scripts/deps/70-ironic.sh")
+    # A test's nodes are abandoned when it ends: the conductor need not wait (60 s by default)
+    # for a power sync still holding a node's lock before it exits.
+    kwargs.setdefault("extra", {"conductor": {"graceful_shutdown_timeout": "5"}})
     service = IronicService(IronicConfig(state_dir=state_dir, port=free_port("127.0.0.1"),
                                          **kwargs))
     service.start()
