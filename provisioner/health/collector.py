@@ -112,9 +112,13 @@ PY
 """
 
 
-def collector_script(exp: Expectations, *, deep: bool = False, textfile_dir: str | None = None) -> str:
+def collector_script(exp: Expectations, *, deep: bool = False, textfile_dir: str | None = None,
+                     wait_for_go: bool = False) -> str:
     """The bash script printing every section the checks need for this host; with
-    ``textfile_dir`` it then installs the node_exporter textfile sent on its stdin."""
+    ``textfile_dir`` it then installs the node_exporter textfile sent on its stdin. With
+    ``wait_for_go`` it waits after ``COLLECT`` for a line (or the end) on its stdin before it
+    prints the big sections: the client says when it can take them, so no host's ~1 MB waits
+    in the buffers of its ssh client (about 1 MiB each) meanwhile."""
     s = exp.settings
     lines = [_PRELUDE.replace("{COUNTERS}", " ".join(IB_ERROR_COUNTERS))]
     add = lines.append
@@ -124,7 +128,8 @@ def collector_script(exp: Expectations, *, deep: bool = False, textfile_dir: str
     add(f"sleep {s.counter_interval_s:g}")
     add("sec nvlink_errors_1 opt nvidia-smi nvlink -e")
     add("sec ib_counters_1 ibcounters")
-    add(f'echo "{COLLECT}"')
+    head, lines = lines, []  # what follows COLLECT: the big sections
+    add = lines.append
     add("sec nvsmi opt nvidia-smi -q")
     add("sec nvlink_status opt nvidia-smi nvlink --status")
     add("sec topo opt nvidia-smi topo -m")
@@ -161,15 +166,23 @@ def collector_script(exp: Expectations, *, deep: bool = False, textfile_dir: str
         add('rm -f "$diag" "$diag.rc"')
         add("sec nvbandwidth opt nvbandwidth -t device_to_device_memcpy_read_ce")
         add("sec gpu_matmul gpumatmul")
-    if textfile_dir is not None:
-        lines.append(_textfile_install(textfile_dir))
-    return "\n".join(lines) + "\n"
+    define, install = _textfile_install(textfile_dir) if textfile_dir is not None else ("", "")
+    if not wait_for_go:
+        tail = [f'echo "{COLLECT}"', *lines, define, install]
+    else:
+        # bash reads its script from the pipe as it runs it: a `read` reads what follows the
+        # script only on the script's last line, so the big sections wait in a function that
+        # the last line calls after the client's line.
+        last = f'echo "{COLLECT}"; IFS= read -r _go || true; collect' + (f"; {install}" if install else "")
+        tail = ["collect() {", *lines, ":", "}", define, last]
+    return "\n".join([*head, *(ln for ln in tail if ln)]) + "\n"
 
 
-def _textfile_install(directory: str) -> str:
+def _textfile_install(directory: str) -> tuple[str, str]:
     """Read ``TEXTFILE <bytes>`` and the bytes from stdin, write them atomically (temp file and
     rename in the same directory: node_exporter never reads half a file); exit right after, so
-    nothing that follows on stdin is ever run."""
+    nothing that follows on stdin is ever run. (The function's definition, the line that runs
+    it: it must be the script's last, so that stdin holds only what the client sends.)"""
     d = directory.rstrip("/") or "/"
     qd = shlex.quote(d)
     final = shlex.quote(f"{d.rstrip('/')}/{TEXTFILE_NAME}")
@@ -182,9 +195,8 @@ def _textfile_install(directory: str) -> str:
   head -c "$n" | $SUDO tee "$t" >/dev/null
   if [ "$($SUDO stat -c %s "$t")" != "$n" ]; then $SUDO rm -f "$t"; echo "textfile cut short"; return 1; fi
   $SUDO chmod 0644 "$t" && $SUDO mv -f "$t" {final}
-}}
-echo "{READY}"
-echo "{BEGIN} textfile"; textfile 2>&1; rc=$?; echo; echo "{END} textfile rc=$rc"; exit 0"""
+}}""", (f'echo "{READY}"; echo "{BEGIN} textfile"; textfile 2>&1; rc=$?; echo; '
+        f'echo "{END} textfile rc=$rc"; exit 0')
 
 
 @dataclass(frozen=True)

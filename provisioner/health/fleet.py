@@ -1,14 +1,15 @@
 """`provision health` at fleet scale: one SSH session per host does everything, all at once.
 
 Each host's session reads its error counters, waits the counter interval, reads them again,
-prints the big sections, then waits for the client to send its node_exporter textfile and
-installs it (``collector_script(..., textfile_dir=...)``). Sessions run concurrently on one
-event loop (up to ``settings.health.parallel``), so every host's counter wait overlaps with
-every other's. Parsing and checking a host's ~1 MB of output happens in a process pool sized
+prints the big sections when the client says it can take them ("GO" on the session's stdin:
+until then they stay on the host, not in a buffer of its ssh client), then waits for the client
+to send its node_exporter textfile and installs it (``collector_script(..., textfile_dir=...)``).
+Sessions run concurrently on one event loop (up to ``settings.health.parallel``), so every
+host's counter wait overlaps with every other's. Parsing and checking a host's ~1 MB of output happens in a process pool sized
 to the cores, off the event loop; judging against the host's history and recording it in the
 state store happens in one writer thread, as each host finishes. Memory is bounded: a host's
-big output is read only while it holds one of a few buffer slots (the others wait, their data
-queued in their own ssh and sshd), and dropped as soon as its results are back.
+big output is asked for and read only while it holds one of a few buffer slots (the others
+wait, their data still on their hosts), and dropped as soon as its results are back.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ async def _collect(proc: asyncio.subprocess.Process, plan: HostPlan, shared: _Sh
     # The counters and the wait between them: small, read from every host at once.
     await _read_to(proc.stdout, COLLECT.encode(), data, MAX_BEFORE_COLLECT)
     async with shared.slots:  # only now is the big output read, a few hosts at a time
+        await _go(proc, close=not shared.options.textfile_dir)
         ready = await _read_to(proc.stdout, marker, data) if marker else False
         if not ready:
             data += await _drain(proc.stdout, MAX_OUTPUT)
@@ -136,6 +138,16 @@ async def _collect(proc: asyncio.subprocess.Process, plan: HostPlan, shared: _Sh
                                              plan.expect, shared.options.deep)
     t = plan.target
     return [result("host.reachable", Status.PASS, f"ssh {t.user}@{t.address}"), *checks], ready
+
+
+async def _go(proc: asyncio.subprocess.Process, close: bool) -> None:
+    """Tell the host's collector to print its big sections (it waits after COLLECT)."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the read finds its end
+        proc.stdin.write(b"GO\n")
+        await proc.stdin.drain()
+        if close:
+            proc.stdin.close()
 
 
 async def _send_textfile(proc: asyncio.subprocess.Process, report: HostReport) -> str | None:
@@ -158,16 +170,14 @@ async def _send_textfile(proc: asyncio.subprocess.Process, report: HostReport) -
 async def _start(plan: HostPlan, shared: _Shared) -> asyncio.subprocess.Process:
     """ssh to the host with the collector script on its stdin (kept open for the textfile)."""
     script = collector_script(plan.expect, deep=shared.options.deep,
-                              textfile_dir=shared.options.textfile_dir)
+                              textfile_dir=shared.options.textfile_dir, wait_for_go=True)
     proc = await asyncio.create_subprocess_exec(
         *shared.client.argv(plan.target, "bash -s"), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     assert proc.stdin is not None
     proc.stdin.write(script.encode())
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        await proc.stdin.drain()
-        if not shared.options.textfile_dir:
-            proc.stdin.close()
+        await proc.stdin.drain()  # stdin stays open: "GO" (and the textfile) follow
     return proc
 
 

@@ -93,3 +93,28 @@ def test_no_textfile_sent_leaves_the_old_one(tmp_path: Path) -> None:
     (d / "provisioner_health.prom").write_text("old\n")
     out = run(collector_script(EXP, textfile_dir=str(d)))  # stdin closes after the script
     assert parse_sections(out)["textfile"].ok and (d / "provisioner_health.prom").read_text() == "old\n"
+
+
+def test_with_wait_for_go_the_big_sections_wait_for_the_clients_line(tmp_path: Path) -> None:
+    script = collector_script(EXP, wait_for_go=True)
+    # bash reads the script from the pipe byte by byte: the read after COLLECT takes the line
+    # the client sends after the script (were it not read, bash would run it: "GO: not found").
+    proc = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(script.encode())
+    proc.stdin.flush()
+    seen = b""
+    while COLLECT.encode() not in seen:
+        line = proc.stdout.readline()
+        assert line, "the script ended before COLLECT"
+        seen += line
+    rest, err = proc.communicate(b"GO\n", timeout=120)
+    assert "@@PROVISIONER-HEALTH-BEGIN nvsmi" in rest.decode() and b"GO" not in err
+    # The end of its stdin (a session that sends nothing) lets it go on as well.
+    assert "@@PROVISIONER-HEALTH-BEGIN nvsmi" in run(script)
+    # Without wait_for_go the same line is a command of the script's (the test can fail).
+    plain = subprocess.run(["bash", "-s"], input=collector_script(EXP).encode() + b"GO\n",
+                           capture_output=True, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+                           timeout=120, check=False)
+    assert b"GO" in plain.stderr
