@@ -175,7 +175,9 @@ def scan_host_key(
     return []
 
 
-def pin_host_key(known_hosts: Path, target: KeyTarget) -> str | None:
+def pin_host_key(
+    known_hosts: Path, target: KeyTarget, *, timeout_s: int = KEYSCAN_TIMEOUT_S
+) -> str | None:
     """Replace the host's entry in ``known_hosts`` by the keys it offers now; return why not
     (None when pinned).
 
@@ -184,11 +186,11 @@ def pin_host_key(known_hosts: Path, target: KeyTarget) -> str | None:
     provisioning network (which it already trusted to install the host), and Ansible then
     runs with strict checking against them: a host that changes keys mid-run is refused.
     """
-    lines = scan_host_key(target)
+    lines = scan_host_key(target, timeout_s=timeout_s)
     if not lines:
         return (
             f"ssh-keyscan {target.known_hosts_name} gave no host key within "
-            f"{KEYSCAN_TIMEOUT_S} s ({KEYSCAN_ATTEMPTS} attempts): SSH accepts connections "
+            f"{timeout_s} s ({KEYSCAN_ATTEMPTS} attempts): SSH accepts connections "
             "but does not answer"
         )
     replace_known_hosts(known_hosts, {target.known_hosts_name: lines})

@@ -125,3 +125,39 @@ def test_no_pinning_when_asked(lab_site, tmp_path, monkeypatch):
     monkeypatch.setattr(configure, "scan_host_key", lambda *_a, **_k: pytest.fail("scanned"))
     _, _, output = configure.run_playbook(site.path, ["lab-host01"], pin_keys=False)
     assert "--ssh-extra-args" not in output.splitlines()
+
+
+def test_a_host_that_accepts_and_never_answers_fails_with_its_reason_after_one_retry(tmp_path):
+    """The real ssh-keyscan against a loopback listener whose connections complete and never get
+    a byte (a host whose sshd hangs): the reason after one retry; nothing pinned."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)  # the kernel completes each connection; nobody ever answers on it
+    srv.setblocking(False)
+    port = srv.getsockname()[1]
+
+    def connections() -> int:
+        """How many connections ssh-keyscan made since the last call (the queue drained)."""
+        n = 0
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except BlockingIOError:
+                return n
+            conn.close()
+            n += 1
+
+    known = tmp_path / "known_hosts"
+    target = KeyTarget("h", "127.0.0.1", port)
+    with srv:
+        # one attempt: ssh-keyscan connects once per key type
+        assert configure.scan_host_key(target, timeout_s=1, attempts=1) == []
+        per_attempt = connections()
+        why = configure.pin_host_key(known, target, timeout_s=1)
+        again = connections()
+    assert why == (f"ssh-keyscan [127.0.0.1]:{port} gave no host key within 1 s (2 attempts): "
+                   "SSH accepts connections but does not answer")
+    assert per_attempt >= 1 and again == 2 * per_attempt  # one retry, not more
+    assert not known.exists()
