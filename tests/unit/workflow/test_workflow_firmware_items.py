@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from provisioner.bmc.firmware_inventory import FirmwareComponent
 from provisioner.inventory.spec import FirmwareRequirement
 from provisioner.workflow.baseline import Status, firmware_items
@@ -25,12 +27,23 @@ def test_a_component_named_by_its_id_shows_the_id_alone() -> None:
     assert (item.name, item.status) == ("BMC", Status.OK)
 
 
-def test_a_component_with_its_own_name_shows_name_and_id() -> None:
-    have = [_component('{"Id": "NIC.Slot.5-1", "Name": "Mellanox ConnectX-7", '
-                       '"Version": "28.39.1002"}')]
-    (item,) = firmware_items(
-        [FirmwareRequirement(component="NIC.Slot.5-*", version="28.39.1002")], have)
-    assert item.name == "Mellanox ConnectX-7 [NIC.Slot.5-1]"
+@pytest.mark.parametrize(("ident", "name"), [
+    ("NIC.Slot.5-1", "Mellanox ConnectX-7"),  # the Name sorts before the Id
+    ("159__iDRAC.Embedded.1-1", "Integrated Dell Remote Access Controller"),  # and after it
+])
+def test_a_component_with_its_own_name_shows_name_and_id(ident: str, name: str) -> None:
+    have = [_component(json.dumps({"Id": ident, "Name": name, "Version": "7.10"}))]
+    (item,) = firmware_items([FirmwareRequirement(component=ident, version="7.10")], have)
+    assert item.name == f"{name} [{ident}]"
+
+
+def test_a_required_component_the_bmc_does_not_list_says_so() -> None:
+    want = [FirmwareRequirement(component="CPLD*", version="1"),
+            FirmwareRequirement(component="PSU*", version="1", required=False)]
+    missing, optional = firmware_items(want, [])
+    assert (missing.status, missing.hint) == (
+        Status.MISSING, "no FirmwareInventory member matches this component (Id or Name glob)")
+    assert (optional.status, optional.hint) == (Status.OK, "")
 
 
 def test_drift_with_an_image_names_the_update_to_the_first_allowed_version() -> None:
