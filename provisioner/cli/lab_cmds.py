@@ -111,7 +111,8 @@ def down_cmd(
     """Remove what the lab made: VMs, disks, BMCs, processes, networks, the generated site.
 
     The lab site's state database and logs, and the built lab OS image, are kept (the next
-    `provision rack` reuses the image); --purge removes them too, and nothing of other sites.
+    `provision rack` reuses the image); --purge removes them too, and nothing of other sites
+    (the deploy ramdisk cache, which every site on the embedded backend boots, stays).
     """
     from provisioner.lab.lab import down
 
@@ -134,6 +135,11 @@ def down_cmd(
     if report.kept:
         console.print("kept (`provision lab down --purge` removes them):")
         for line in report.kept:
+            console.print(f"  {line}", markup=False)
+    if report.shared:
+        console.print("kept for every site on the embedded backend (--purge leaves it; "
+                      "rebuilt on the next deploy if removed):", markup=False)
+        for line in report.shared:
             console.print(f"  {line}", markup=False)
 
 

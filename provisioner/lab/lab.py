@@ -20,7 +20,7 @@ from provisioner.lab import aptproxy, daemons, network, pki, sitegen, vms
 from provisioner.lab import bmc_emulators as bmc
 from provisioner.lab.netns import netns_exists, netns_pids, pid_alive
 from provisioner.lab.plan import STATE_ROOT, Firmware, LabHost, LabPlan
-from provisioner.lab.purge import describe, leftovers
+from provisioner.lab.purge import describe, leftovers, shared_leftovers
 from provisioner.lab.purge import purge as purge_leftovers
 from provisioner.state.locks import SiteLocks
 from provisioner.state.states import NodeState
@@ -353,6 +353,7 @@ class DownReport:
     daemons: list[str] = field(default_factory=list)
     purged: list[str] = field(default_factory=list)  # with --purge: state, logs, image cache
     kept: list[str] = field(default_factory=list)  # without: what stays, one line per kind
+    shared: list[str] = field(default_factory=list)  # kept even with --purge: other sites use it
 
     @property
     def nothing(self) -> bool:
@@ -408,6 +409,7 @@ def down(plan: LabPlan | None = None, *, purge: bool = False) -> DownReport:
             report.purged = describe(purge_leftovers(plan))
         else:
             report.kept = describe(leftovers(plan))
+        report.shared = describe(shared_leftovers())
         return report
 
 

@@ -77,6 +77,16 @@ def leftovers(plan: LabPlan) -> list[Leftover]:
     return [Leftover(what, p, _size(p)) for what, p in items if p.exists() or p.is_symlink()]
 
 
+def shared_leftovers() -> list[Leftover]:
+    """What `lab down` keeps that is not the lab's alone, so --purge keeps it too: the deploy
+    ramdisk builds every site on the embedded backend boots (a rebuild takes minutes)."""
+    base = cache_root() / "ramdisk"
+    if not base.is_dir():
+        return []
+    return [Leftover("deploy ramdisk cache", p, _size(p))
+            for p in sorted(base.iterdir()) if p.is_dir() and not p.is_symlink()]
+
+
 def purge(plan: LabPlan) -> list[Leftover]:
     """Remove this lab's leftovers; return what was removed."""
     removed = leftovers(plan)

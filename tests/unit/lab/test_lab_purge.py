@@ -70,6 +70,17 @@ def test_purge_removes_only_the_labs_leftovers(homes: dict[str, Path]) -> None:
     assert purge.leftovers(plan) == []
 
 
+def test_the_shared_ramdisk_cache_is_named_and_never_purged(homes: dict[str, Path]) -> None:
+    # #36 item 10: `lab down`'s kept list left out the ramdisk cache (a few hundred MiB)
+    plan = LabPlan.from_env()
+    initrd = _touch(homes["cache"] / "ramdisk" / "feed" / "initrd.img", 2 << 20)
+    _touch(homes["cache"] / "ramdisk" / "feed.lock", 0)
+    (line,) = purge.describe(purge.shared_leftovers())
+    assert line == f"deploy ramdisk cache: {initrd.parent} (2.0 MiB)"
+    purge.purge(plan)
+    assert initrd.exists()
+
+
 def test_an_image_being_built_is_not_purged(homes: dict[str, Path]) -> None:
     image = _touch(homes["cache"] / "images" / "feedface" / "work" / "x")
     lock = _touch(homes["cache"] / "images" / "feedface.lock", 0)
@@ -86,11 +97,14 @@ def test_an_image_being_built_is_not_purged(homes: dict[str, Path]) -> None:
 @machine.needs("root")
 def test_lab_down_says_what_it_keeps_and_purge_removes_it(homes: dict[str, Path]) -> None:
     _touch(homes["state"] / "lab.sqlite")
+    _touch(homes["cache"] / "ramdisk" / "feed" / "initrd.img")
     res = runner.invoke(app, ["lab", "down"])
     assert res.exit_code == 0, res.output
     assert "kept (`provision lab down --purge` removes them):" in res.output
     assert "state database: " in res.output
+    assert "deploy ramdisk cache: " in res.output
     res = runner.invoke(app, ["lab", "down", "--purge"])
     assert res.exit_code == 0, res.output
     assert "purged state database: " in res.output
     assert not (homes["state"] / "lab.sqlite").exists()
+    assert "deploy ramdisk cache: " in res.output  # named as kept, not purged
