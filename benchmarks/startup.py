@@ -1,50 +1,98 @@
-"""Start-up time of the ``provision`` CLI: `provision --help` and `provision cabling --help`.
+"""Start-up time of the ``provision`` CLI: ``provision --help`` and every verb's ``--help``.
 
-Each is run as a fresh interpreter (a subprocess, as a user types it), best of N; a bare
-interpreter is timed the same way so that a loaded machine can be told from a slow CLI. The
-goals: help under 0.2 s, and cabling's help loading no provisioner module but the CLI shell
-(tests/unit/cli/test_cli_lazy.py asserts the import sets; this script only times).
+Each is run as a fresh interpreter (a subprocess, as a user types it), ``--repeat`` times
+(median kept); a bare interpreter (``python -c pass``) is timed the same way in the same run so
+that a loaded machine can be told from a slow CLI. The goal: every verb's help under 0.2 s on
+an idle machine, loading no workflow, requests or pydantic (tests/unit/cli/test_cli_lazy.py
+asserts import sets; this script times, and names the heavy packages each help loads).
 
-    .venv/bin/python benchmarks/startup.py [--repeat 10]
+    .venv/bin/python benchmarks/startup.py [--repeat 5] [--verbs rack,discover]
 
-Ends with one line: ``RESULT help_s=... cabling_help_s=... python_s=...``.
+Prints one line per command, then one line:
+``RESULT python_s=... help_s=... verbs=N slowest=VERB slowest_s=... over_0_2_s=N heavy=N``
+(``heavy``: verbs whose help loads workflow, requests or pydantic).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+GOAL_S = 0.2
+HEAVY = ("provisioner.workflow", "requests", "pydantic")
+# Runs the CLI as `provision ARGS` does, then reports the modules it holds on stderr.
+PROBE = """
+import json, os, sys
+os._exit = lambda code: (_ for _ in ()).throw(SystemExit(code))  # cabling ends the process
+from provisioner.cli.main import main
+sys.argv = ["provision", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
 
 
-def best_of(argv: list[str], repeat: int) -> float:
-    """Best wall time of ``repeat`` runs of ``argv`` (the least disturbed by other load)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
-    best = float("inf")
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+
+
+def median_s(argv: list[str], repeat: int) -> float:
+    """Median wall time of ``repeat`` runs of ``argv``."""
+    times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-        best = min(best, time.perf_counter() - start)
-    return best
+        subprocess.run(argv, env=_env(), cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def heavy_modules(args: list[str]) -> list[str]:
+    """The heavy packages (HEAVY) ``provision ARGS`` loads."""
+    res = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                         env=_env(), cwd=REPO, timeout=120, check=False)
+    line = next((x for x in res.stderr.splitlines() if x.startswith("MODULES ")), "MODULES []")
+    mods = json.loads(line.removeprefix("MODULES "))
+    return sorted({h for h in HEAVY for m in mods if m == h or m.startswith(h + ".")})
 
 
 def main() -> None:
-    """Time the three start-ups and print the RESULT line."""
+    """Time the bare interpreter, the root help and each verb's help; print the RESULT line."""
+    from provisioner.cli.main import COMMANDS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=10, help="runs of each (best is kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each (median is kept)")
+    parser.add_argument("--verbs", help="comma-separated verbs (default: every one)")
     args = parser.parse_args()
+    verbs = args.verbs.split(",") if args.verbs else list(COMMANDS)
     cli = [sys.executable, "-m", "provisioner.cli.main"]
-    python_s = best_of([sys.executable, "-c", "pass"], args.repeat)
-    help_s = best_of([*cli, "--help"], args.repeat)
-    cabling_s = best_of([*cli, "cabling", "--help"], args.repeat)
-    print(f"bare interpreter {python_s:.3f} s; provision --help {help_s:.3f} s "
-          f"({help_s / python_s:.0f}x); provision cabling --help {cabling_s:.3f} s")
-    print(f"RESULT help_s={help_s:.3f} cabling_help_s={cabling_s:.3f} python_s={python_s:.3f}")
+    python_s = median_s([sys.executable, "-c", "pass"], args.repeat)
+    help_s = median_s([*cli, "--help"], args.repeat)
+    print(f"{'python -c pass':30} {python_s:6.3f} s")
+    print(f"{'provision --help':30} {help_s:6.3f} s  {', '.join(heavy_modules(['--help']))}")
+    timed: dict[str, float] = {}
+    heavy = 0
+    for verb in verbs:
+        timed[verb] = median_s([*cli, verb, "--help"], args.repeat)
+        loads = heavy_modules([verb, "--help"])
+        heavy += bool(loads)
+        flag = "  OVER" if timed[verb] >= GOAL_S else ""
+        print(f"{'provision ' + verb + ' --help':30} {timed[verb]:6.3f} s  "
+              f"{', '.join(loads) or '-'}{flag}")
+    slowest = max(timed, key=lambda v: timed[v])
+    over = sum(t >= GOAL_S for t in timed.values())
+    print(f"RESULT python_s={python_s:.3f} help_s={help_s:.3f} verbs={len(timed)} "
+          f"slowest={slowest} slowest_s={timed[slowest]:.3f} over_0_2_s={over} heavy={heavy}")
 
 
 if __name__ == "__main__":
