@@ -28,6 +28,8 @@ import time
 from functools import partial
 from pathlib import Path
 
+from provisioner.workflow.nic_choice import NicPolicy
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -63,7 +65,8 @@ def run(urls: list[str], parallel: int, timeout_s: float, processes: int | None 
     rule = NicRule(mac_prefix="52:54:00:18:00")
     targets = [
         DiscoveryTarget(url, partial(open_redfish, url, "admin", Secret("unused"), options,
-                                     nic_rule=rule))
+                                     boot_port=NicPolicy(rule=rule).choose),
+                        nic=NicPolicy(rule=rule))
         for url in urls
     ]
     start = time.perf_counter()
@@ -89,7 +92,8 @@ def dgx_run(urls: list[str], options: ClientOptions) -> tuple[float, list[int], 
     """Discover the DGX BMCs at ``urls`` at once; wall seconds, requests per host, failures."""
     rule = NicRule(rule="first-onboard-up")
     targets = [DiscoveryTarget(url, partial(open_redfish, url, "admin", Secret("unused"),
-                                            options, nic_rule=rule), deadline_s=600.0)
+                                            options, boot_port=NicPolicy(rule=rule).choose),
+                               deadline_s=600.0, nic=NicPolicy(rule=rule))
                for url in urls]
     start = time.perf_counter()
     results = discover_all(targets, max_parallel=len(urls), processes=1)

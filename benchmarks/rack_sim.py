@@ -31,8 +31,7 @@ from typing import Any
 
 import yaml
 
-from provisioner.bmc.base import BootTarget, HostFacts, PowerAction
-from provisioner.bmc.nic_select import NicRuleLike
+from provisioner.bmc.base import BootPortChooser, BootTarget, HostFacts, PowerAction
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.deploy.base import (
     DeployBackend,
@@ -56,7 +55,7 @@ from provisioner.testing.redfish_peers import (
     write_emulator_config,
 )
 from provisioner.testing.uplink_sim import SharedUplink, VirtualClock, VirtualSemaphore
-from provisioner.workflow.bmc_access import client_options
+from provisioner.workflow.bmc_access import client_options, nic_policy
 from provisioner.workflow.rack import HostResult
 
 PASSWORD_ENV = "PROVISIONER_BENCH_BMC_PASSWORD"
@@ -173,12 +172,12 @@ def write_site(
 class FarmBMC(RedfishBMC):
     """A host's BMC in the farm: every address lists all Systems, so pick the host's own."""
 
-    def __init__(self, client: RedfishClient, *, system_id: str, nic_rule: NicRuleLike | None,
-                 provisioning_mac: str | None, timing: BMCTiming) -> None:
+    def __init__(self, client: RedfishClient, *, system_id: str,
+                 boot_port: BootPortChooser | None, timing: BMCTiming) -> None:
         # The fake driver applies a power change 1-11 real seconds later; polling every half
         # second (each poll charged the BMC latency) keeps the wall time of a wait short.
-        super().__init__(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
-                         system_id=system_id, poll_interval_s=0.5)
+        super().__init__(client, boot_port=boot_port, system_id=system_id,
+                         poll_interval_s=0.5)
         self.timing = timing
 
     def host_systems(self) -> list[str]:
@@ -233,8 +232,7 @@ def farm_opener(farm: Farm, timing: BMCTiming) -> Callable[[Site, Host], FarmBMC
             with timing.charge(client, "discover"):
                 client.login()
             return FarmBMC(client, system_id=farm.systems[host.name],
-                           nic_rule=host.profile.provisioning_nic,
-                           provisioning_mac=host.provisioning_mac, timing=timing)
+                           boot_port=nic_policy(host).choose, timing=timing)
         except BaseException:
             client.close()
             raise

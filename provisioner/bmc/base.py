@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -67,6 +68,12 @@ class NicPort:
     def link(self) -> str:
         """``up``, ``down`` or ``unknown`` (the BMC reports no link state)."""
         return "unknown" if self.link_up is None else "up" if self.link_up else "down"
+
+
+# How the BMC's boot code learns which port to aim a network boot at (iDRAC PxeDev1Interface,
+# iLO UefiTargetBootSourceOverride): the caller's choice among the ports the BMC reported,
+# with its warnings. The choice is site policy (workflow/nic_choice.py), never the BMC's.
+BootPortChooser = Callable[[Sequence[NicPort]], tuple[NicPort, list[str]]]
 
 
 @dataclass(frozen=True)

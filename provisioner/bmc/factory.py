@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provisioner.bmc.nic_select import NicRuleLike
+from provisioner.bmc.base import BootPortChooser
 from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.bmc.vendors import detect_vendor, vendor_class
 from provisioner.redfish.client import ClientOptions, RedfishClient
@@ -13,8 +13,7 @@ def bmc_for_client(
     client: RedfishClient,
     *,
     vendor_hint: str | None = None,
-    nic_rule: NicRuleLike | None = None,
-    provisioning_mac: str | None = None,
+    boot_port: BootPortChooser | None = None,
     system_id: str | None = None,
 ) -> RedfishBMC:
     """Wrap a logged-in client in the vendor class its System's Manufacturer calls for.
@@ -25,8 +24,7 @@ def bmc_for_client(
     probe = RedfishBMC(client, system_id=system_id)
     system = probe.system()
     vendor = detect_vendor(client.root, system) or vendor_hint
-    bmc = vendor_class(vendor)(client, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
-                               system_id=system_id)
+    bmc = vendor_class(vendor)(client, boot_port=boot_port, system_id=system_id)
     bmc._system_path, bmc._system, bmc._system_at = probe._system_path, system, probe._system_at
     bmc._system_members = probe._system_members
     return bmc
@@ -40,8 +38,7 @@ def open_redfish(
     *,
     name: str = "",
     vendor_hint: str | None = None,
-    nic_rule: NicRuleLike | None = None,
-    provisioning_mac: str | None = None,
+    boot_port: BootPortChooser | None = None,
     system_id: str | None = None,
 ) -> RedfishBMC:
     """Log in to a BMC by URL and return its vendor implementation (closes on failure)."""
@@ -49,8 +46,7 @@ def open_redfish(
     try:
         client.login()
         return bmc_for_client(
-            client, vendor_hint=vendor_hint, nic_rule=nic_rule, provisioning_mac=provisioning_mac,
-            system_id=system_id,
+            client, vendor_hint=vendor_hint, boot_port=boot_port, system_id=system_id,
         )
     except BaseException:
         client.close()

@@ -74,7 +74,7 @@ class NicRule(Strict):
     port_id: str | None = None
     name: str | None = None
     mac_prefix: str | None = None
-    rule: Literal["first-onboard-up", "first-up"] | None = None  # bmc.nic_select.KNOWN_RULES
+    rule: Literal["first-onboard-up", "first-up"] | None = None  # workflow.nic_choice.KNOWN_RULES
 
     @model_validator(mode="after")
     def _one_rule(self) -> NicRule:

@@ -11,6 +11,7 @@ from provisioner.bmc.redfish_bmc import RedfishBMC
 from provisioner.inventory import Host, Site
 from provisioner.inventory.credentials import resolve_credentials
 from provisioner.redfish.client import ClientOptions
+from provisioner.workflow.nic_choice import NicPolicy
 
 log = logging.getLogger(__name__)
 _warned: set[tuple[str, str]] = set()  # (host, BMC URL): one warning per host per command
@@ -57,6 +58,11 @@ def check_credentials(site: Site, hosts: Sequence[Host]) -> None:
         resolve_credentials(site, ref)
 
 
+def nic_policy(host: Host) -> NicPolicy:
+    """How this host's provisioning NIC is chosen: its pinned MAC, else its profile's rule."""
+    return NicPolicy(rule=host.profile.provisioning_nic, pinned_mac=host.provisioning_mac)
+
+
 def open_bmc(site: Site, host: Host, *, connections: int | None = None) -> RedfishBMC:
     """The BMC of an inventory host, logged in; call ``close()`` (or use ``closing``) after."""
     warn_unverified_tls(site, host)
@@ -68,7 +74,6 @@ def open_bmc(site: Site, host: Host, *, connections: int | None = None) -> Redfi
         client_options(site, host, connections=connections),
         name=f"{host.name} (BMC {host.bmc.address})",
         vendor_hint=None if host.bmc.vendor == "generic" else host.bmc.vendor,
-        nic_rule=host.profile.provisioning_nic,
-        provisioning_mac=host.provisioning_mac,
+        boot_port=nic_policy(host).choose,
         system_id=host.bmc.system,
     )

@@ -20,7 +20,8 @@ from provisioner.exceptions import ProvisionerError
 from provisioner.inventory import Host, Site
 from provisioner.redfish.client import host_deadline
 from provisioner.state import FAILABLE, NodeState, StateStore
-from provisioner.workflow.bmc_access import check_credentials, open_bmc
+from provisioner.workflow.bmc_access import check_credentials, nic_policy, open_bmc
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class DiscoveryTarget:
     name: str
     open: Callable[[], RedfishBMC]
     deadline_s: float | None = None  # for all of this host's Redfish traffic
+    nic: NicPolicy = field(default_factory=NicPolicy)  # how its provisioning NIC is chosen among the ports read
 
 
 @dataclass
@@ -89,6 +91,7 @@ def discover_one(target: DiscoveryTarget) -> DiscoveryResult:
         with host_deadline(target.deadline_s):
             bmc = target.open()
             facts = bmc.discover()
+        apply_nic_policy(facts, target.nic)
         result.facts = facts
         result.warnings = list(facts.extra.get("warnings") or [])
         nic_error = facts.extra.get("provisioning_nic_error")
@@ -220,7 +223,7 @@ def site_targets(site: Site, hosts: Sequence[Host], max_parallel: int | None = N
     in_flight = min(len(hosts), max_parallel or redfish.max_parallel)
     per_bmc = connections_per_bmc(redfish.connections, in_flight)
     return [DiscoveryTarget(h.name, partial(open_bmc, site, h, connections=per_bmc),
-                            redfish.discovery_deadline_s) for h in hosts]
+                            redfish.discovery_deadline_s, nic_policy(h)) for h in hosts]
 
 
 def record_results(store: StateStore, results: Sequence[DiscoveryResult]) -> None:

@@ -32,6 +32,7 @@ from provisioner.inventory.model import Host, Site
 from provisioner.state import Lease, NodeState, StateStore, Step
 from provisioner.wording import plural
 from provisioner.workflow.ansible_logs import host_log
+from provisioner.workflow.bmc_access import nic_policy
 from provisioner.workflow.configure import (
     HostRecap,
     key_targets,
@@ -42,6 +43,7 @@ from provisioner.workflow.configure import (
 from provisioner.workflow.configure_waves import ConfigureWaves
 from provisioner.workflow.discover import facts_to_dict
 from provisioner.workflow.inflight import InFlightWindow
+from provisioner.workflow.nic_choice import apply_nic_policy
 from provisioner.workflow.resume import Intent, RunPlan, plan_hosts
 from provisioner.workflow.ssh_wait import wait_for_ssh
 from provisioner.workflow.waves import WavePlan, choose_wave_size, in_flight_ceiling
@@ -494,14 +496,10 @@ class RackRunner:
         with host_deadline(self.site.settings.redfish.discovery_deadline_s):
             bmc = self.open_bmc(self.site, host)
             facts = bmc.discover()
+        # The pinned MAC, else the profile's rule, among the ports the BMC reported.
+        apply_nic_policy(facts, nic_policy(host))
         self.store.record_discovery(host.name, facts_to_dict(facts))
-        mac = facts.provisioning_mac
-        if host.provisioning_mac and mac and host.provisioning_mac != mac:
-            raise _HostFailed(
-                f"the inventory pins provisioning MAC {host.provisioning_mac} but the BMC's "
-                f"provisioning NIC rule selects {mac}; fix the inventory or the profile's rule"
-            )
-        mac = host.provisioning_mac or mac
+        mac = host.provisioning_mac or facts.provisioning_mac
         if not mac:
             why = facts.extra.get("provisioning_nic_error")
             raise _HostFailed(

@@ -20,6 +20,7 @@ from provisioner.inventory import NicRule
 from provisioner.redfish.client import ClientOptions
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import sushy_static
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 from tests.conftest import corpus_path
 
 OPTS = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
@@ -65,9 +66,13 @@ def tree(key: str) -> Path:
 def discover(root: Path, tmp: Path, rule: NicRule | None = ONBOARD
              ) -> tuple[RedfishBMC, HostFacts]:
     with sushy_static(root, tmp) as url:
-        bmc = open_redfish(url, "root", Secret("calvin"), OPTS, nic_rule=rule)
+        # The NIC choice is the workflow's, over the ports the BMC reports (as discovery does).
+        policy = NicPolicy(rule=rule)
+        bmc = open_redfish(url, "root", Secret("calvin"), OPTS, boot_port=policy.choose)
         try:
-            return bmc, bmc.discover()
+            facts = bmc.discover()
+            apply_nic_policy(facts, policy)
+            return bmc, facts
         finally:
             bmc.close()
 

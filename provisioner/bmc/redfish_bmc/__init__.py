@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import (
+    BootPortChooser,
     BootTarget,
     HostFacts,
     NicPort,
@@ -21,15 +22,6 @@ from provisioner.bmc.base import (
     PowerState,
 )
 from provisioner.bmc.firmware_methods import GENERIC, FirmwareQuirks
-from provisioner.bmc.nic_select import (
-    NicRuleLike,
-    ProvisioningNicError,
-    choice_to_dict,
-    explain_pinned,
-    explain_selection,
-    pinned_port,
-    port_facts,
-)
 from provisioner.bmc.redfish_bmc.bios import RedfishBios
 from provisioner.bmc.redfish_bmc.firmware import RedfishFirmwareUpdate
 from provisioner.bmc.redfish_inventory import FATAL, RedfishInventory
@@ -72,8 +64,7 @@ class RedfishBMC(RedfishInventory):
         self,
         client: RedfishClient,
         *,
-        nic_rule: NicRuleLike | None = None,
-        provisioning_mac: str | None = None,
+        boot_port: BootPortChooser | None = None,
         system_id: str | None = None,
         poll_interval_s: float = 2.0,
         graceful_timeout_s: float = 120.0,
@@ -81,8 +72,7 @@ class RedfishBMC(RedfishInventory):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
-        self.nic_rule = nic_rule
-        self.provisioning_mac = provisioning_mac
+        self.boot_port = boot_port
         self.system_id = system_id  # the inventory's bmc.system: which node of a shared BMC
         self.poll_interval_s = poll_interval_s
         self.graceful_timeout_s = graceful_timeout_s
@@ -560,14 +550,6 @@ class RedfishBMC(RedfishInventory):
             partial(self._optional, "Storage", self.read_drives, []),
             partial(self._optional, "FirmwareInventory", self.read_firmware, {}),
         )
-        if self.nic_rule is not None or self.provisioning_mac:
-            try:
-                facts.provisioning_mac = self.provisioning_port().mac
-            except ProvisioningNicError as exc:  # the caller reports it per host
-                facts.extra["provisioning_nic_error"] = str(exc)  # with the rule to write
-                if exc.hint:
-                    facts.extra["provisioning_nic_hint"] = exc.hint
-            facts.extra["nic_explain"] = self.nic_explanation()
         several = self._several_hosts_warning()
         if several and several not in self.warnings:
             self.warnings.append(several)
@@ -600,28 +582,15 @@ class RedfishBMC(RedfishInventory):
             facts.clock_skew_s = rp.clock_skew_s(facts.bmc_datetime, before, after)
 
     def provisioning_port(self) -> NicPort:
-        """The port that network-boots: the host's pinned MAC, else the profile's rule."""
-        nics = self.read_nics()
-        if self.provisioning_mac:
-            return pinned_port(nics, self.provisioning_mac)
-        if self.nic_rule is None:
-            raise BMCUnsupported("no provisioning NIC rule for this host", bmc=self.name)
-        choice = explain_selection(nics, self.nic_rule)
-        if choice.port is None:
-            raise choice.error or ProvisioningNicError("no port matches", candidates=nics)
-        self.warnings.extend(w for w in choice.warnings if w not in self.warnings)
-        return choice.port
-
-    def nic_explanation(self) -> dict[str, Any]:
-        """Each port's facts and why the host's NIC rule chose it or not (for --explain)."""
-        nics = self.read_nics()
-        if self.provisioning_mac:
-            return explain_pinned(nics, self.provisioning_mac)
-        if self.nic_rule is None:
-            return {"rule": None, "chosen": None, "warnings": [], "error": None,
-                    "hint": "give the host's profile a provisioning_nic rule",
-                    "ports": [{**port_facts(p), "chosen": False, "why_not": []} for p in nics]}
-        return choice_to_dict(explain_selection(nics, self.nic_rule))
+        """The port a network boot is aimed at: the caller's choice (``boot_port``) among the
+        ports this BMC reports; its warnings join this BMC's."""
+        if self.boot_port is None:
+            raise BMCUnsupported("no provisioning NIC chosen for this host", bmc=self.name,
+                                 hint="give the host's profile a provisioning_nic rule, or "
+                                 "set provisioning_mac for this host in the site file")
+        port, warnings = self.boot_port(self.read_nics())
+        self.warnings.extend(w for w in warnings if w not in self.warnings)
+        return port
 
     # -- vendor hooks of the BIOS capability -------------------------------------------------
 

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget, PowerAction, PowerState
 from provisioner.bmc.firmware_methods import FirmwareQuirks
-from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
 from provisioner.redfish.errors import (
     BMCJobFailed,
@@ -77,9 +76,9 @@ class DellBMC(RedfishBMC):
             )
             return
         try:
+            # The caller's choice failing (no port, several) fails the boot: it is no
+            # RedfishError, so it passes through; a BMC that cannot list its ports only warns.
             port = self.provisioning_port()
-        except ProvisioningNicError:
-            raise
         except RedfishError as exc:
             self.warnings.append(f"network boot port not set: {exc}")
             return

@@ -8,14 +8,14 @@ from typing import Any, ClassVar
 from provisioner.bmc import redfish_parse as rp
 from provisioner.bmc.base import BootTarget, NicPort
 from provisioner.bmc.firmware_methods import FirmwareQuirks
-from provisioner.bmc.nic_select import ProvisioningNicError
 from provisioner.bmc.redfish_bmc import NETWORK_TARGETS, RedfishBMC
 from provisioner.bmc.vendors.hpe_adapters import (
     adapter_locations,
     boot_entry_locations,
     port_link,
 )
-from provisioner.redfish.errors import BMCUnsupported, RedfishError
+from provisioner.exceptions import BMCError
+from provisioner.redfish.errors import BMCUnsupported
 
 # UEFI device path endings of a port's PXE (IPv4) and HTTP boot (IPv4 + URI) entries.
 PATH_SUFFIX = {BootTarget.PXE: "/IPv4(0.0.0.0)", BootTarget.HTTP: "/IPv4(0.0.0.0)/Uri()"}
@@ -100,7 +100,7 @@ class HpeBMC(RedfishBMC):
             return None
         try:
             mac = self.provisioning_port().mac.replace(":", "").upper()
-        except (ProvisioningNicError, RedfishError) as exc:
+        except BMCError as exc:  # the caller's choice failing, or the BMC's ports unread
             self.warnings.append(f"network boot not aimed at a port: {exc}")
             return None
         matches = [p for p in paths if f"MAC({mac}," in p.upper() and p.endswith(

@@ -21,6 +21,7 @@ from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import BMCJobFailed, BMCStateTimeout, BMCVerifyFailed
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import sushy_static
+from provisioner.workflow.nic_choice import NicPolicy
 from tests.conftest import corpus_path
 
 JOBS = "/redfish/v1/Managers/iDRAC.Embedded.1/Jobs"
@@ -56,7 +57,7 @@ def idrac(tmp_path_factory) -> Iterator[tuple[str, Path]]:
 
 def _open(url: str) -> DellBMC:
     bmc = open_redfish(url, "root", Secret("calvin"), ClientOptions(verify_tls=False, retries=0),
-                       nic_rule=NicRule(port_id="NIC.Embedded.1-1-1"))
+                       boot_port=NicPolicy(rule=NicRule(port_id="NIC.Embedded.1-1-1")).choose)
     assert isinstance(bmc, DellBMC)
     bmc.poll_interval_s = 0.05
     return bmc

@@ -26,6 +26,7 @@ from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import BMCUnsupported, BMCVerifyFailed
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import sushy_static
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 from tests.conftest import corpus_path
 
 OPTS = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
@@ -51,8 +52,10 @@ def mockup(request, tmp_path_factory) -> Iterator[tuple[str, str]]:
                 for url in _serve(request.param, tmp_path_factory.mktemp(request.param)))
 
 
-def open_mockup(url: str, **kw) -> RedfishBMC:
-    return open_redfish(url, "root", Secret("calvin"), OPTS, **kw)
+def open_mockup(url: str, nic_rule: NicRule | None = None, **kw) -> RedfishBMC:
+    """The mockup's BMC; a network boot is aimed at the port ``nic_rule`` chooses."""
+    chooser = NicPolicy(rule=nic_rule).choose if nic_rule else None
+    return open_redfish(url, "root", Secret("calvin"), OPTS, boot_port=chooser, **kw)
 
 
 EXPECTED = {
@@ -96,9 +99,10 @@ def dell_url(tmp_path_factory) -> Iterator[str]:
 
 def test_dell_keeps_infiniband_out_of_pxe_candidates(dell_url):
     url = dell_url
-    bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="b8:3f:d2"))
+    bmc = open_mockup(url)
     facts = bmc.discover()
     bmc.close()
+    apply_nic_policy(facts, NicPolicy(rule=NicRule(mac_prefix="b8:3f:d2")))
     assert [p["id"] for p in facts.extra["infiniband_ports"]] == [
         "InfiniBand.Slot.7-1", "InfiniBand.Slot.7-2"]
     # The ConnectX in slot 5 is the only Ethernet port with the Mellanox prefix.
@@ -107,9 +111,10 @@ def test_dell_keeps_infiniband_out_of_pxe_candidates(dell_url):
 
 def test_nic_rule_failure_is_reported_in_facts(mockup):
     _name, url = mockup
-    bmc = open_mockup(url, nic_rule=NicRule(mac_prefix="52:54:00"))
+    bmc = open_mockup(url)
     facts = bmc.discover()
     bmc.close()
+    apply_nic_policy(facts, NicPolicy(rule=NicRule(mac_prefix="52:54:00")))
     assert facts.provisioning_mac is None
     assert "no port matches" in facts.extra["provisioning_nic_error"]
 

@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 from tests.conftest import corpus_path
 from tests.support.redfish_trees import (
     FIRST_UP,
@@ -222,10 +223,13 @@ def _discover_node(key: str, tmp_path, system_id: str):
     from tests.support.redfish_trees import ONBOARD, OPTS
 
     with sushy_static(tree(key), tmp_path) as url:
-        bmc = open_redfish(url, "root", Secret("calvin"), OPTS, nic_rule=ONBOARD,
+        policy = NicPolicy(rule=ONBOARD)
+        bmc = open_redfish(url, "root", Secret("calvin"), OPTS, boot_port=policy.choose,
                            system_id=system_id)
         try:
-            return bmc, bmc.discover()
+            facts = bmc.discover()
+            apply_nic_policy(facts, policy)
+            return bmc, facts
         finally:
             bmc.close()
 

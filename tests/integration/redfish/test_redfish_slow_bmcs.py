@@ -24,6 +24,7 @@ from provisioner.redfish.client import ClientOptions
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import fault_proxy, sushy_static
 from provisioner.workflow.discover import DiscoveryTarget, discover_all, facts_to_dict
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 from tests.support.redfish_trees import IDENTITY, ONBOARD, TREES, tree
 
 PASSWORD = "calvin-7c1f"
@@ -33,9 +34,12 @@ OPTS = ClientOptions(verify_tls=False, timeout_s=10, retries=3, backoff_s=0.05,
 
 def facts(url: str, opts: ClientOptions = OPTS) -> tuple[dict[str, Any], int]:
     """Normalised facts of one discovery (no clock, no address) and its request count."""
-    bmc = open_redfish(url, "root", Secret(PASSWORD), opts, nic_rule=ONBOARD)
+    policy = NicPolicy(rule=ONBOARD)
+    bmc = open_redfish(url, "root", Secret(PASSWORD), opts, boot_port=policy.choose)
     try:
-        found = facts_to_dict(bmc.discover())
+        read = bmc.discover()
+        apply_nic_policy(read, policy)
+        found = facts_to_dict(read)
     finally:
         bmc.close()
     requests = found["extra"].pop("requests")
@@ -106,8 +110,9 @@ def test_a_hung_bmc_is_cut_off_at_the_deadline_while_the_others_finish(tmp_path)
         # hung one's 10 s is time enough to log in on a loaded machine.
         targets = [DiscoveryTarget(name, partial(open_redfish, url, "root", Secret(PASSWORD),
                                                  OPTS, name=f"{name} (BMC {url})",
-                                                 nic_rule=ONBOARD),
-                                   deadline_s=10.0 if name == "dgx-hung" else 600.0)
+                                                 boot_port=NicPolicy(rule=ONBOARD).choose),
+                                   deadline_s=10.0 if name == "dgx-hung" else 600.0,
+                                   nic=NicPolicy(rule=ONBOARD))
                    for name, url in urls.items()]
         results = {r.host: r for r in discover_all(targets, max_parallel=4)}
     for name in ("dgx-0", "dgx-1", "dgx-2"):

@@ -24,6 +24,7 @@ from provisioner.redfish.client import ClientOptions
 from provisioner.redfish.errors import RedfishError
 from provisioner.secrets import Secret
 from provisioner.testing.redfish_peers import sushy_static
+from provisioner.workflow.nic_choice import NicPolicy, apply_nic_policy
 from tests.conftest import corpus_path
 
 OPTS = ClientOptions(verify_tls=False, timeout_s=5, retries=0)
@@ -79,7 +80,7 @@ def test_a_property_of_the_wrong_type_is_never_an_exception(resource, edit, tmp_
     with sushy_static(_tree(tmp_path, resource, edit), tmp_path) as url:
         try:
             bmc = open_redfish(url, "root", Secret("calvin"), OPTS,
-                               nic_rule=NicRule(rule="first-onboard-up"))
+                               boot_port=NicPolicy(rule=NicRule(rule="first-onboard-up")).choose)
         except RedfishError:
             return  # a typed refusal is an answer
         try:
@@ -125,10 +126,10 @@ def test_absolute_links_to_the_bmc_itself_are_followed(tmp_path):
         doc = json.loads(listing.read_text())
         doc["Members"] = [{"@odata.id": f"{url}{m['@odata.id']}"} for m in doc["Members"]]
         listing.write_text(json.dumps(doc))
-        bmc = open_redfish(url, "root", Secret("calvin"), OPTS,
-                           nic_rule=NicRule(rule="first-onboard-up"))
+        bmc = open_redfish(url, "root", Secret("calvin"), OPTS)
         try:
             facts = bmc.discover()
+            apply_nic_policy(facts, NicPolicy(rule=NicRule(rule="first-onboard-up")))
         finally:
             bmc.close()
     assert bmc.system_path() == "/redfish/v1/Systems/DGX"

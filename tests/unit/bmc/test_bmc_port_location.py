@@ -100,8 +100,8 @@ def test_cisco_cimc_style_ports_mlom_is_onboard_and_link_unknown():
     # Written by the project after the layout CIMC (C225 M6) uses: EthernetInterfaces "1.0"
     # (a VIC in PCIe slot 1) and "MLOM.0" (the VIC in the modular-LOM slot, an OCP-like
     # position), no LinkStatus at all.
-    from provisioner.bmc.nic_select import explain_selection
     from provisioner.inventory import NicRule
+    from provisioner.workflow.nic_choice import explain_selection
 
     raw = [{"Id": "1.0", "MACAddress": "02:00:5e:40:00:10"},
            {"Id": "MLOM.0", "MACAddress": "02:00:5e:40:00:20"},

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from provisioner.bmc.base import NicPort
-from provisioner.bmc.nic_select import (
+from provisioner.exceptions import InputError
+from provisioner.inventory import NicRule
+from provisioner.workflow.nic_choice import (
     AmbiguousProvisioningNic,
     ProvisioningNicError,
     choice_to_dict,
@@ -15,8 +17,6 @@ from provisioner.bmc.nic_select import (
     pinned_port,
     select_provisioning_nic,
 )
-from provisioner.exceptions import InputError
-from provisioner.inventory import NicRule
 
 PORTS = [
     NicPort("NIC.Slot.5-1", "b8:3f:d2:90:97:c4", link_up=True, onboard=False),
@@ -166,7 +166,7 @@ def test_choice_as_json_carries_every_fact():
 
 
 def test_inventory_accepts_every_rule_nic_select_implements():
-    from provisioner.bmc.nic_select import KNOWN_RULES
+    from provisioner.workflow.nic_choice import KNOWN_RULES
 
     for rule in KNOWN_RULES:
         assert NicRule(rule=rule).rule == rule

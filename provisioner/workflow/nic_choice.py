@@ -1,4 +1,6 @@
-"""Choosing the provisioning NIC of a host from its ports by the host profile's rule."""
+"""Choosing the provisioning NIC of a host from the ports its BMC reports: site policy (the
+profile's rule, the MAC the site file pins), kept out of bmc/, which only reports each port's
+facts (location, link, boot options, PCIe slot, function type)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from provisioner.bmc.base import NicPort
+from provisioner.bmc.base import HostFacts, NicPort
 from provisioner.exceptions import BMCError, InputError
 
 RULE_FIRST_ONBOARD_UP = "first-onboard-up"
@@ -279,3 +281,63 @@ def pinned_port(ports: Sequence[NicPort], mac: str) -> NicPort:
         candidates=ports,
         hint="correct provisioning_mac for this host, or remove it so the profile rule applies",
     )
+
+
+@dataclass(frozen=True)
+class NicPolicy:
+    """How a host's provisioning NIC is chosen: the MAC the site file pins, else the profile's
+    rule (either may be absent: then no port is chosen)."""
+
+    rule: NicRuleLike | None = None
+    pinned_mac: str | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether there is anything to choose by."""
+        return self.rule is not None or bool(self.pinned_mac)
+
+    def explain(self, ports: Sequence[NicPort]) -> dict[str, object]:
+        """Each port's facts and why the policy chose it or not (for --explain)."""
+        if self.pinned_mac:
+            return explain_pinned(ports, self.pinned_mac)
+        if self.rule is None:
+            return {"rule": None, "chosen": None, "warnings": [], "error": None,
+                    "hint": "give the host's profile a provisioning_nic rule",
+                    "ports": [{**port_facts(p), "chosen": False, "why_not": []}
+                              for p in sorted(ports, key=lambda p: _natural_key(p.id))]}
+        return choice_to_dict(explain_selection(ports, self.rule))
+
+    def choose(self, ports: Sequence[NicPort]) -> tuple[NicPort, list[str]]:
+        """The port that network-boots and the warnings of the choice; raises
+        :class:`ProvisioningNicError` when none (or several) qualify. The BMC's boot code
+        calls it (``boot_port``) to aim a network boot at that port."""
+        if self.pinned_mac:
+            return pinned_port(ports, self.pinned_mac), []
+        if self.rule is None:
+            raise ProvisioningNicError(
+                "no provisioning NIC rule for this host", candidates=ports,
+                hint="give the host's profile a provisioning_nic rule, or set "
+                "provisioning_mac for this host in the site file")
+        choice = explain_selection(ports, self.rule)
+        if choice.port is None:
+            raise choice.error or ProvisioningNicError("no port matches", candidates=ports)
+        return choice.port, list(choice.warnings)
+
+
+def apply_nic_policy(facts: HostFacts, policy: NicPolicy) -> None:
+    """Choose the provisioning NIC among the ports discovery read: sets
+    ``facts.provisioning_mac``, or the error and the rule to write; records every port's
+    verdict for --explain and adds the choice's warnings."""
+    if not policy.given:
+        return
+    warnings = facts.extra.setdefault("warnings", [])
+    try:
+        port, notes = policy.choose(facts.nics)
+    except ProvisioningNicError as exc:  # the caller reports it per host
+        facts.extra["provisioning_nic_error"] = str(exc)  # with the rule to write
+        if exc.hint:
+            facts.extra["provisioning_nic_hint"] = exc.hint
+    else:
+        facts.provisioning_mac = port.mac
+        warnings.extend(w for w in notes if w not in warnings)
+    facts.extra["nic_explain"] = policy.explain(facts.nics)
