@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.bmc.base import BootTarget, HostFacts, PowerAction, PowerState
+from provisioner.bmc.base import BootTarget, HostFacts, NicPort, PowerAction, PowerState
 from provisioner.exceptions import BMCError
 
 PROV_NET = "198.18.232"
@@ -200,7 +200,9 @@ class QemuProcessBMC:
         raise BMCError("no virtual media on this test BMC")
 
     def discover(self) -> HostFacts:
-        return HostFacts(provisioning_mac=self.vm.mac)
+        # The VM's one NIC, cabled, as a BMC reports it: the workflow's NIC rule chooses it.
+        return HostFacts(provisioning_mac=self.vm.mac, nics=[
+            NicPort("vm0", self.vm.mac, link_up=True, onboard=True, location="embedded")])
 
     def close(self) -> None:
         pass
