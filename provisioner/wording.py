@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import types
 from collections.abc import Iterable
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # only models already loaded are ever asked about: --help needs no pydantic
+    from pydantic import BaseModel
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -49,6 +50,8 @@ def _unwrap(tp: Any) -> Any:
 
 
 def _is_model(tp: Any) -> bool:
+    from pydantic import BaseModel
+
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 

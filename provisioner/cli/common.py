@@ -16,7 +16,7 @@ from provisioner.cli import help_style
 from provisioner.cli.consoles import TerminalConsole
 
 if TYPE_CHECKING:
-    from provisioner.inventory import Host
+    from provisioner.inventory import Host, Site
     from provisioner.state import StateStore
 
 DEFAULT_SITE = "lab"
@@ -39,6 +39,14 @@ JsonOption = typer.Option(False, "--json", help="Print JSON instead of a table."
 def site_name(value: str | None) -> str:
     """The site to use: the option, else $PROVISIONER_SITE, else the lab."""
     return value or os.environ.get("PROVISIONER_SITE") or DEFAULT_SITE
+
+
+def load_site(name: str, **kwargs: Any) -> Site:
+    """The site ``name``, loaded and checked. The inventory (and pydantic with it) is imported
+    only here, when a command runs: no command's ``--help`` needs it."""
+    from provisioner.inventory import load_site as load
+
+    return load(name, **kwargs)
 
 
 def print_json(data: Any) -> None:

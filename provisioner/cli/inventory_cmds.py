@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
 
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    load_site,
+    print_json,
+    site_name,
+)
 from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ProvisionerError
-from provisioner.inventory import Site, load_site
-from provisioner.inventory.ansible_view import ansible_inventory
 from provisioner.safetext import terminal, xml_tree
 from provisioner.wording import plural
+
+if TYPE_CHECKING:
+    from provisioner.inventory import Site
 
 inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<site>/site.yml).")
 
@@ -123,6 +131,8 @@ def show(
     s = load_site(site_name(site))
     hosts = s.select(None, rack)
     if ansible:
+        from provisioner.inventory.ansible_view import ansible_inventory
+
         print_json(ansible_inventory(s))
         return
     if as_json:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    load_site,
+    print_json,
+    site_name,
+)
 from provisioner.cli.errors import exit_with, handle_errors, plain
 from provisioner.cli.tables import Col, fit_table, print_table
 from provisioner.exceptions import ExitCode, InputError
-from provisioner.inventory import load_site
 from provisioner.state import StateStore
 
 ironic_app = typer.Typer(help="A site's hosts in OpenStack Ironic: enrol them, list their "

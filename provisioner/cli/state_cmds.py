@@ -11,17 +11,22 @@ from pathlib import Path
 
 import typer
 
-from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
+from provisioner.cli.common import (
+    JsonOption,
+    SiteOption,
+    console,
+    load_site,
+    print_json,
+    site_name,
+)
 from provisioner.cli.errors import err_console, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import InputError, NotReady
-from provisioner.inventory import load_site
 from provisioner.state import Event, NodeState, StateStore, default_state_dir
 from provisioner.state.errors import damaged
 from provisioner.state.store import KEEP_DAYS, KEEP_RUNS
 from provisioner.state.upkeep import backup, restore, summarise
 from provisioner.wording import plural
-from provisioner.workflow.firmware_journal import in_flight
 
 
 @handle_errors
@@ -182,6 +187,8 @@ def maintenance(
         for name, holder in lease.busy.items():
             err_console.print(f"skipped {name}: in use by {plain(holder)}")
         store.ensure_hosts(lease.hosts)
+        from provisioner.workflow.firmware_journal import in_flight
+
         flashing = {h.name: f for h in selected if not off and h.name not in lease.busy
                     and (f := in_flight(store, h.name)) is not None}
         for h in selected:
