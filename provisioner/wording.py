@@ -7,7 +7,7 @@ import types
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
-if TYPE_CHECKING:  # only models already loaded are ever asked about: --help needs no pydantic
+if TYPE_CHECKING:  # plural() is used by `--help` paths that must not load pydantic
     from pydantic import BaseModel
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -21,28 +22,15 @@ from provisioner.cli.consoles import TerminalConsole
 from provisioner.cli.errors import handle_errors, is_tty, plain
 from provisioner.cli.tables import Col, WideOption, fit_table, print_table
 from provisioner.exceptions import InputError, PartialFailure
-from provisioner.health.junit import write_atomic
-from provisioner.inventory import Host, Site, load_site
 from provisioner.safetext import terminal
-from provisioner.state import SERVING, StateStore
-from provisioner.state.store import default_state_dir
-from provisioner.workflow.baseline import (
-    HostCompliance,
-    check_bios,
-    check_firmware,
-    render_junit,
-    render_metrics,
-)
-from provisioner.workflow.bios_apply import ApplyOptions, apply_bios, refusals
-from provisioner.workflow.bulk import ActionResult
-from provisioner.workflow.firmware import (
-    HostPlan,
-    Step,
-    UpdateOptions,
-    plan_update,
-    update_rack,
-)
-from provisioner.workflow.firmware_images import ImageCache
+
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
+    from provisioner.inventory import Host, Site
+    from provisioner.state import StateStore
+    from provisioner.workflow.baseline import HostCompliance
+    from provisioner.workflow.bios_apply import ApplyOptions
+    from provisioner.workflow.bulk import ActionResult
+    from provisioner.workflow.firmware import HostPlan, Step
 
 # Hints wrap at 80 columns (or the terminal's width), indented under the host they are for.
 err = TerminalConsole(stderr=True, highlight=False, soft_wrap=False, emoji=False, max_width=80)
@@ -61,7 +49,7 @@ ParallelOption = typer.Option(None, "--parallel", min=1,
                               help="BMCs at once (default: settings.redfish.max_parallel).")
 AllOption = typer.Option(False, "--all", help="List entries that are met too.")
 
-Checker = Callable[..., list[HostCompliance]]
+Checker = Callable[..., list["HostCompliance"]]
 
 
 BASELINE_COLUMNS = (Col("host"), Col("entry"), Col("status"), Col("want", priority=1),
@@ -140,6 +128,11 @@ def _show(kind: str, reports: Sequence[HostCompliance], show_all: bool, wide: bo
 def _run(kind: str, checker: Checker, hosts: list[str] | None, rack: str | None,
          site: str | None, as_json: bool, junit: Path | None, textfile: Path | None,
          parallel: int | None, show_all: bool, wide: bool) -> None:
+    from provisioner.health.junit import write_atomic
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.baseline import render_junit, render_metrics
+
     s = load_site(site_name(site))
     selected, count = _with_baseline(s, hosts, rack, kind)
     reports: list[HostCompliance] = []
@@ -178,6 +171,8 @@ def firmware_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
                    parallel: int | None = ParallelOption, show_all: bool = AllOption,
                    wide: bool = WideOption) -> None:
     """Every host's firmware versions against its baseline; exit 3 on drift."""
+    from provisioner.workflow.baseline import check_firmware
+
     _run("firmware", check_firmware, hosts, rack, site, as_json, junit, textfile, parallel,
          show_all, wide)
 
@@ -191,6 +186,8 @@ def bios_check(hosts: list[str] = HostsArg, rack: str | None = RackOption,
                wide: bool = WideOption) -> None:
     """Every host's BIOS attributes (and intents) against its baseline, and pending values
     someone else staged; exit 3 on drift."""
+    from provisioner.workflow.baseline import check_bios
+
     _run("bios", check_bios, hosts, rack, site, as_json, junit, textfile, parallel, show_all,
          wide)
 
@@ -224,6 +221,10 @@ def bios_apply(
     """Set each host's BIOS to its baseline: refuse unknown names/values before sending,
     stage (in stages where the registry's dependencies need it), reset hosts not in use,
     read back. Exit 3 if any host failed."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.bios_apply import ApplyOptions, apply_bios
+
     if clear_pending and include_pending:
         raise InputError("--clear-pending and --include-pending contradict each other",
                          hint="discard others' pending values, or apply them: pick one")
@@ -258,6 +259,9 @@ def bios_apply(
 def _dry_run(s: Site, selected: list[Host], store: StateStore, opts: ApplyOptions,
              as_json: bool, parallel: int | None, wide: bool) -> None:
     """The drift table, and where the real apply would refuse a host (exit 3 then)."""
+    from provisioner.workflow.baseline import check_bios
+    from provisioner.workflow.bios_apply import refusals
+
     reports = check_bios(s, selected, max_parallel=parallel, store=store)
     in_use = _in_use(store, selected, opts)
     refused = {r.host: [*([in_use[r.host]] if r.host in in_use else []), *refusals(r.items, opts)]
@@ -282,6 +286,8 @@ def _dry_run(s: Site, selected: list[Host], store: StateStore, opts: ApplyOption
 def _in_use(store: StateStore, hosts: Sequence[Host], opts: ApplyOptions) -> dict[str, str]:
     """The hosts the apply would refuse to reset because they serve (as apply_bios does), each
     with why; none when nothing is reset (--no-reboot) or --force."""
+    from provisioner.state import SERVING
+
     if opts.force or not opts.reboot:
         return {}
     return {r.name: f"{r.name} is {r.state.value}: a BIOS apply resets it; put it in "
@@ -346,6 +352,12 @@ def firmware_update(
 ) -> None:
     """Bring each host's firmware to its baseline: images checked against their sha256 and
     served from here, BMC first, one component at a time, versions read back."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.state.store import default_state_dir
+    from provisioner.workflow.firmware import UpdateOptions, plan_update, update_rack
+    from provisioner.workflow.firmware_images import ImageCache
+
     s = load_site(site_name(site))
     selected = _select(s, hosts, None, "firmware")
     opts = UpdateOptions(force=force, task_timeout_s=timeout, bmc_back_timeout_s=timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -22,7 +23,6 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.consoles import TerminalConsole
 from provisioner.cli.errors import handle_errors, is_tty, plain
-from provisioner.cli.nic_explain import print_explanation
 from provisioner.cli.tables import (
     Col,
     WideOption,
@@ -32,24 +32,13 @@ from provisioner.cli.tables import (
     skew_text,
 )
 from provisioner.exceptions import InputError, PartialFailure
-from provisioner.inventory import Host, Site, load_site
-from provisioner.state import StateStore
 from provisioner.wording import plural
-from provisioner.workflow.bulk import (
-    ActionResult,
-    boot_operation,
-    power_operation,
-    record_outcomes,
-    run_on_hosts,
-)
-from provisioner.workflow.discover import (
-    DiscoveryResult,
-    clock_skew_alerts,
-    discover_site,
-    duplicate_serials,
-    facts_to_dict,
-)
-from provisioner.workflow.selection import without_maintenance
+
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
+    from provisioner.inventory import Host, Site
+    from provisioner.state import StateStore
+    from provisioner.workflow.bulk import ActionResult
+    from provisioner.workflow.discover import DiscoveryResult
 
 err = TerminalConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
@@ -95,6 +84,8 @@ def _select(site: Site, hosts: list[str] | None, rack: str | None, *, required: 
 
 
 def _skip_maintenance(store: StateStore, hosts: list[Host], force: bool) -> list[Host]:
+    from provisioner.workflow.selection import without_maintenance
+
     kept, held = without_maintenance(store, hosts, force=force)
     for host in held:
         err.print(f"[yellow]skipped[/] {host.name}: in maintenance (use --force)")
@@ -192,6 +183,15 @@ def discover(
         help="Read one host and show, per NIC, the facts used and why it was (not) chosen."),
 ) -> None:
     """Read every BMC at once: serials, NICs and the provisioning MAC, disks, clocks, firmware."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.discover import (
+        clock_skew_alerts,
+        discover_site,
+        duplicate_serials,
+        facts_to_dict,
+    )
+
     s = load_site(site_name(site))
     if explain:
         hosts = [explain]
@@ -290,6 +290,8 @@ def print_duplicate_serials(out: Console, serials: dict[str, list[str]]) -> None
 
 
 def _explain(results: Sequence[DiscoveryResult], as_json: bool) -> None:
+    from provisioner.cli.nic_explain import print_explanation
+
     for res in results:
         data = (res.facts.extra.get("nic_explain") if res.facts else None) or {}
         if as_json:
@@ -344,6 +346,10 @@ def power(
 ) -> None:
     """Power hosts on/off/cycle through their BMCs, or show their power state (status reads
     every host when none is named)."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.bulk import power_operation, record_outcomes, run_on_hosts
+
     s = load_site(site_name(site))
     selected = _select(s, hosts, rack, required=command != PowerCommand.status)
     if command == PowerCommand.status:
@@ -377,6 +383,10 @@ def boot(
     force: bool = ForceOption,
 ) -> None:
     """Set (and verify) the boot device of the next boot, or of every boot with --persistent."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.bulk import boot_operation, record_outcomes, run_on_hosts
+
     if image and target != BootCommand.cd:
         raise InputError("--image goes with `boot cd`",
                          hint="e.g. provision boot cd HOST --image http://198.18.254.1/boot.iso")

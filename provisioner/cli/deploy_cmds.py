@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import typer
 from rich.table import Table
@@ -13,19 +13,16 @@ from rich.text import Text
 from provisioner import events
 from provisioner.cli.common import SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
-from provisioner.cli.progress_view import EventReporter, LiveView, PlainView, duration
-from provisioner.deploy.base import backend_class
 from provisioner.events import JsonLinesSink
 from provisioner.exceptions import ExitCode, InputError
-from provisioner.inventory import Host, Site, load_site
 from provisioner.safetext import terminal
-from provisioner.state import Lease, StateStore
 from provisioner.wording import plural
-from provisioner.workflow.bmc_access import open_bmc
-from provisioner.workflow.configure import repo_root
-from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
-from provisioner.workflow.rack_plan import plan_rack
-from provisioner.workflow.reimage import reimage_targets
+
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
+    from provisioner.cli.progress_view import LiveView, PlainView
+    from provisioner.inventory import Host, Site
+    from provisioner.state import Lease
+    from provisioner.workflow.rack import HostResult, RackOptions, RackResult, RackRunner
 
 
 def _summary(result: RackResult, as_json: bool) -> None:
@@ -70,6 +67,8 @@ def _outcome(r: HostResult) -> str:
 
 def summary_table(result: RackResult) -> Table:
     """One row per host: the state it reached, why, and how long it took."""
+    from provisioner.cli.progress_view import duration
+
     table = Table(title="summary")
     table.add_column("host", no_wrap=True)
     table.add_column("result", no_wrap=True)
@@ -107,6 +106,8 @@ def summary_line(result: RackResult) -> str:
 
 def _dry_run(site: Site, hosts: list[Host], options: RackOptions, as_json: bool) -> None:
     """Say what a run would do, changing nothing (the backend's own plan when it has one)."""
+    from provisioner.workflow.rack_plan import plan_rack
+
     plan = plan_rack(site, hosts, options, _QuietReporter())
     hp, wave, backend_plan = plan.hosts, plan.wave, plan.backend_plan
     if as_json:
@@ -150,6 +151,12 @@ def _run(
 ) -> None:
     """Run ``hosts`` through the rack runner; ``lease`` holds them when the caller locked them
     already (reimage asks first), else they are locked here (busy ones are left out)."""
+    from provisioner.cli.progress_view import EventReporter
+    from provisioner.deploy.base import backend_class
+    from provisioner.state import StateStore
+    from provisioner.workflow.bmc_access import open_bmc
+    from provisioner.workflow.rack import RackRunner
+
     if dry_run:
         _dry_run(site, hosts, options, as_json)
         return
@@ -208,6 +215,8 @@ def _events_stream(target: str, as_json: bool, stack: ExitStack) -> IO[str]:
 
 def _view(hosts: list[str], as_json: bool) -> LiveView | PlainView:
     """The live view on a terminal; plain lines otherwise (on stderr with --json)."""
+    from provisioner.cli.progress_view import LiveView, PlainView
+
     if as_json:
         return PlainView(err_console)
     if console.is_terminal:
@@ -278,6 +287,9 @@ def rack(
     Each host continues from the step it finished: configured hosts are skipped, installed ones
     only configured. Exit code 3 if any host failed.
     """
+    from provisioner.inventory import load_site
+    from provisioner.workflow.rack import RackOptions
+
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack_name)
     options = RackOptions(
@@ -313,6 +325,12 @@ def reimage(
     events_to: str | None = EventsOption,
 ) -> None:
     """Reinstall the named hosts (root disk only: data disks and ZFS pools are kept)."""
+    from provisioner.deploy.base import backend_class
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.workflow.rack import RackOptions, RackRunner
+    from provisioner.workflow.reimage import reimage_targets
+
     s = load_site(site_name(site))
     if not hosts and not failed:
         raise InputError(
@@ -386,6 +404,9 @@ def configure(
     events_to: str | None = EventsOption,
 ) -> None:
     """Run site.yml on installed hosts that have not had it (a run cut short): keys, then site.yml."""
+    from provisioner.inventory import load_site
+    from provisioner.workflow.rack import RackOptions
+
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack_name)
     options = RackOptions(configure_only=True, playbooks=_playbooks(playbook))
@@ -406,6 +427,8 @@ def _confirm(question: str) -> bool:
 
 
 def _playbooks(given: list[str] | None) -> tuple[str, ...]:
+    from provisioner.workflow.configure import repo_root
+
     books = tuple(given or ("playbooks/site.yml",))
     root = repo_root()
     for b in books:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -20,26 +21,13 @@ from provisioner.cli.common import (
 from provisioner.cli.errors import err_console, exit_with, handle_errors, is_tty, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ExitCode, NotReady
-from provisioner.health.bisect import bisect as run_bisect
-from provisioner.health.bisect import parse_groups, shell_runner
-from provisioner.health.errors import HealthInputError
-from provisioner.health.junit import render_junit, write_atomic
-from provisioner.health.manifest import golden_doubts
-from provisioner.health.model import HostReport, RemedyKind, Status, Verdict
-from provisioner.health.service import capture_topology as capture_topology_of
-from provisioner.health.service import (
-    golden_hosts,
-    incidents,
-    incidents_of,
-    latest_report,
-    remedy_of,
-    run_site_health,
-)
-from provisioner.health.ticket import render_text, work_order
-from provisioner.inventory import Host, Site, load_site
+from provisioner.health.kinds import RemedyKind
 from provisioner.safetext import terminal
-from provisioner.state import NodeState, StateStore
 from provisioner.wording import plural
+
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
+    from provisioner.health.model import HostReport
+    from provisioner.inventory import Host, Site
 
 
 def report_document(rep: HostReport) -> dict[str, object]:
@@ -75,6 +63,8 @@ def failure_lines(rep: HostReport) -> list[str]:
 def host_line(rep: HostReport, width: int = 80) -> str:
     """One host's verdict as it finishes: name, verdict, remedy and the checks that are not
     clean, cut to the terminal width (the details follow, and `provision ticket` has all)."""
+    from provisioner.health.model import Status, Verdict
+
     bad = [r.id for r in rep.results if r.status in (Status.FAIL, Status.ERROR, Status.WARN)]
     remedy = rep.remedy.kind.value if rep.verdict is Verdict.NEEDS_ATTENTION else ""
     line = f"{rep.host:<20} {rep.verdict.value:<15} {remedy:<9} {', '.join(bad) or '-'}"
@@ -83,6 +73,10 @@ def host_line(rep: HostReport, width: int = 80) -> str:
 
 
 def _capture(s: Site, selected: list[Host], as_json: bool) -> None:
+    from provisioner.health.errors import HealthInputError
+    from provisioner.health.manifest import golden_doubts
+    from provisioner.health.service import capture_topology as capture_topology_of
+
     if len(selected) != 1:
         raise HealthInputError(f"--capture-topology takes one golden host, got {len(selected)}",
                                hint="name the host whose layout every host of its profile must match")
@@ -116,6 +110,12 @@ def health(
         help="Save HOST's layout as .provisioner/topology/PROFILE.yml in the site folder."),
 ) -> None:
     """Check hosts over SSH, record the results, and say which need attention (exit 3 if any)."""
+    from provisioner.health.junit import render_junit, write_atomic
+    from provisioner.health.model import Verdict
+    from provisioner.health.service import run_site_health
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+
     s = load_site(site_name(site))
     selected = s.select(hosts or None, rack=rack)
     if capture_topology:
@@ -182,6 +182,10 @@ def hosts_cmd(
     wide: bool = WideOption,
 ) -> None:
     """List hosts with their state and last health verdict (--golden: only the fit ones)."""
+    from provisioner.health.service import golden_hosts, incidents_of, remedy_of
+    from provisioner.inventory import load_site
+    from provisioner.state import NodeState, StateStore
+
     s = load_site(site_name(site))
     names = [h.name for h in s.select(hosts or None)]
     store = StateStore.for_site(s, readonly=True)  # a read command: never writes or waits
@@ -232,6 +236,13 @@ def ticket(
     output: Path | None = typer.Option(None, "--output", "-o", help="Also write the ticket to FILE."),
 ) -> None:
     """A repair work order for a failed host: host, serials, slot/component, evidence."""
+    from provisioner.health.errors import HealthInputError
+    from provisioner.health.junit import write_atomic
+    from provisioner.health.service import incidents, latest_report
+    from provisioner.health.ticket import render_text, work_order
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+
     s = load_site(site_name(site))
     h = s.host(host)
     store = StateStore.for_site(s, readonly=True)
@@ -273,6 +284,10 @@ def bisect_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Name the bad host(s) in a set that fails together, in two rounds of group runs."""
+    from provisioner.health.bisect import bisect as run_bisect
+    from provisioner.health.bisect import parse_groups, shell_runner
+    from provisioner.inventory import load_site
+
     s = load_site(site_name(site))
     names = [h.name for h in s.select(hosts)]
     rows, cols = parse_groups(groups)

@@ -7,7 +7,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
+from typer._click.core import Command
 from typer.core import TyperArgument, TyperOption
+
+_get_help_option = Command.get_help_option
 
 
 def _word(annotation: Any, name: str) -> str:
@@ -48,7 +51,19 @@ def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
     return None  # the argument's name is already in the first column
 
 
+def _help_option(self: Command, ctx: Any) -> TyperOption | None:
+    # typer leaves the help flag's default None, and coerces a None it parses through a
+    # pydantic TypeAdapter: every command line would load pydantic (~90 ms) for the help flag
+    # of the groups above the command. A flag not given is False, which typer passes as is.
+    option = _get_help_option(self, ctx)
+    if option is not None and option.default is None:
+        option.default = False
+    return option
+
+
 def install() -> None:
-    """Use these words in every command's help (idempotent)."""
+    """Use these words in every command's help, and keep pydantic out of parsing the help
+    flag (idempotent)."""
+    setattr(Command, "get_help_option", _help_option)  # noqa: B010 - patching the class
     setattr(TyperOption, "display_type_rich", _option_type)  # noqa: B010 - patching the class
     setattr(TyperArgument, "display_type_rich", _argument_type)  # noqa: B010

@@ -9,21 +9,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.text import Text
 
-from provisioner.cli.common import (
-    JsonOption,
-    SiteOption,
-    console,
-    load_site,
-    print_json,
-    site_name,
-)
+from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, exit_with, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import ProvisionerError
 from provisioner.safetext import terminal, xml_tree
 from provisioner.wording import plural
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
     from provisioner.inventory import Site
 
 inventory_app = typer.Typer(help="Check and show the rack inventory (inventory/<site>/site.yml).")
@@ -45,6 +38,8 @@ def check(
 
     Every site named is checked, even after one fails; the exit code is the worst one.
     """
+    from provisioner.inventory import load_site
+
     results: list[tuple[str, ProvisionerError | None]] = []
     for name in sites or [site_name(None)]:
         try:
@@ -128,11 +123,12 @@ def show(
     wide: bool = WideOption,
 ) -> None:
     """List the hosts with their rack, U, profile, BMC and planned addresses."""
+    from provisioner.inventory import load_site
+    from provisioner.inventory.ansible_view import ansible_inventory
+
     s = load_site(site_name(site))
     hosts = s.select(None, rack)
     if ansible:
-        from provisioner.inventory.ansible_view import ansible_inventory
-
         print_json(ansible_inventory(s))
         return
     if as_json:

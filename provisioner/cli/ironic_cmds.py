@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from provisioner.cli.common import (
-    JsonOption,
-    SiteOption,
-    console,
-    load_site,
-    print_json,
-    site_name,
-)
+from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import exit_with, handle_errors, plain
 from provisioner.cli.tables import Col, fit_table, print_table
 from provisioner.exceptions import ExitCode, InputError
-from provisioner.state import StateStore
 
 ironic_app = typer.Typer(help="A site's hosts in OpenStack Ironic: enrol them, list their "
                          "nodes, undeploy them.")
@@ -50,6 +42,8 @@ def enroll(
     or found by `provision discover`) as its only PXE port, its root-disk hints, its conductor
     group, and automated cleaning off; then Ironic checks the BMC (manage)."""
     from provisioner.deploy.ironic.site import enrol_hosts
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
 
     s = load_site(site_name(site))
     chosen = s.select(hosts)
@@ -77,6 +71,7 @@ def enroll(
 def nodes(site: str | None = SiteOption, as_json: bool = JsonOption) -> None:
     """List the Ironic node of each host of the site: state, power, maintenance, last error."""
     from provisioner.deploy.ironic.site import site_nodes
+    from provisioner.inventory import load_site
 
     s = load_site(site_name(site))
     rows = site_nodes(s)
@@ -100,6 +95,8 @@ def release(
 ) -> None:
     """Undeploy the named hosts in Ironic (no cleaning: data disks are kept)."""
     from provisioner.deploy.ironic.site import undeploy_hosts
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
 
     s = load_site(site_name(site))
     chosen = s.select(hosts)

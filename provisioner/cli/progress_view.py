@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
 from rich.progress import (
@@ -29,7 +30,9 @@ from rich.text import Text
 from provisioner.cli.errors import plain
 from provisioner.events import Event, emit
 from provisioner.safetext import terminal
-from provisioner.workflow.rack import HostResult
+
+if TYPE_CHECKING:  # annotations only: `provision rack --help` must not load the workflow
+    from provisioner.workflow.rack import HostResult
 
 # A host's phases in the order a run goes through them, each with its rough share of a host's
 # time (a lab VM or an HGX server alike: the image stream, first boot and site.yml dominate), so

@@ -8,25 +8,19 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from provisioner.cli.common import (
-    JsonOption,
-    SiteOption,
-    console,
-    load_site,
-    print_json,
-    site_name,
-)
+from provisioner.cli.common import JsonOption, SiteOption, console, print_json, site_name
 from provisioner.cli.errors import err_console, handle_errors, plain
 from provisioner.cli.tables import Col, WideOption, dash, fit_table, print_table
 from provisioner.exceptions import InputError, NotReady
-from provisioner.state import Event, NodeState, StateStore, default_state_dir
-from provisioner.state.errors import damaged
 from provisioner.state.store import KEEP_DAYS, KEEP_RUNS
-from provisioner.state.upkeep import backup, restore, summarise
 from provisioner.wording import plural
+
+if TYPE_CHECKING:  # annotations only: `--help` must not load these (test_cli_lazy)
+    from provisioner.state import Event
 
 
 @handle_errors
@@ -37,6 +31,9 @@ def status(
     wide: bool = WideOption,
 ) -> None:
     """Show each host's state, its reason and last error."""
+    from provisioner.inventory import load_site
+    from provisioner.state import NodeState, StateStore
+
     s = load_site(site_name(site))
     selected = s.select(hosts or None)
     # read-only: never writes, never waits for a run, works in a read-only state directory
@@ -136,6 +133,9 @@ def history(
 ) -> None:
     """Show a host's event log (state changes, facts, deploy and health events), oldest first;
     --since and --kind narrow it, --limit keeps the last N of what is left."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+
     s = load_site(site_name(site))
     s.host(host)
     cutoff = parse_since(since, datetime.now(UTC)) if since is not None else None
@@ -179,6 +179,10 @@ def maintenance(
     site: str | None = SiteOption,
 ) -> None:
     """Put hosts into maintenance (nothing touches them without --force), or take them out."""
+    from provisioner.inventory import load_site
+    from provisioner.state import NodeState, StateStore
+    from provisioner.workflow.firmware_journal import in_flight
+
     s = load_site(site_name(site))
     selected = s.select(hosts)
     store = StateStore.for_site(s)
@@ -187,8 +191,6 @@ def maintenance(
         for name, holder in lease.busy.items():
             err_console.print(f"skipped {name}: in use by {plain(holder)}")
         store.ensure_hosts(lease.hosts)
-        from provisioner.workflow.firmware_journal import in_flight
-
         flashing = {h.name: f for h in selected if not off and h.name not in lease.busy
                     and (f := in_flight(store, h.name)) is not None}
         for h in selected:
@@ -229,6 +231,11 @@ def state_check(
     as_json: bool = JsonOption,
 ) -> None:
     """Check the state file with SQLite's integrity check; exit 2 if it is damaged."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.state.errors import damaged
+    from provisioner.state.upkeep import summarise
+
     s = load_site(site_name(site))
     summary = summarise(StateStore.for_site(s, readonly=True))
     if as_json:
@@ -257,6 +264,10 @@ def state_backup(
     site: str | None = SiteOption,
 ) -> None:
     """Copy the state file as one consistent snapshot, while runs go on."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+    from provisioner.state.upkeep import backup
+
     s = load_site(site_name(site))
     store = StateStore.for_site(s, readonly=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -274,6 +285,10 @@ def state_restore(
 ) -> None:
     """Put a backup in place of the state file (kept aside, never deleted); needs the whole
     site: refused while any run is going on."""
+    from provisioner.inventory import load_site
+    from provisioner.state import default_state_dir
+    from provisioner.state.upkeep import restore
+
     s = load_site(site_name(site))
     if not source.is_file():
         raise InputError(f"backup {source} not found", hint="give the file `state backup` wrote")
@@ -302,6 +317,9 @@ def state_prune(
                                 help="Compact the file afterwards (needs room for a copy)."),
 ) -> None:
     """Drop old health results and events (state changes are kept forever), then compact."""
+    from provisioner.inventory import load_site
+    from provisioner.state import StateStore
+
     s = load_site(site_name(site))
     store = StateStore.for_site(s)
     report = store.prune(keep_runs=keep_runs, keep_days=keep_days)

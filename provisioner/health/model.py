@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from provisioner.health.kinds import RemedyKind
+
 
 class Status(StrEnum):
     """Outcome of one check on one host."""
@@ -25,16 +27,6 @@ class Severity(StrEnum):
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
-
-
-class RemedyKind(StrEnum):
-    """What to do about a finding, cheapest first; a host's remedy is the worst of its checks."""
-
-    NONE = "none"
-    RESET_GPU = "reset_gpu"
-    REBOOT = "reboot"
-    REIMAGE = "reimage"
-    REPAIR = "repair"  # hardware work order: the part is named in Remedy.part
 
 
 _REMEDY_RANK = {k: i for i, k in enumerate(RemedyKind)}

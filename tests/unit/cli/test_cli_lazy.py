@@ -32,8 +32,7 @@ try:
     main()
 except SystemExit:
     pass
-mods = sorted(m for m in sys.modules
-              if m.split(".")[0] in ("provisioner", "cabling", "requests"))
+mods = sorted(sys.modules)
 sys.stderr.write("\\nMODULES " + json.dumps(mods) + "\\n")
 """
 
@@ -45,7 +44,41 @@ def imported_by(*argv: str) -> set[str]:
                          env=env, cwd=REPO, timeout=120)
     line = next(x for x in res.stderr.splitlines() if x.startswith("MODULES "))
     assert res.stdout, res.stderr  # the command really printed its help
+    return {m for m in json.loads(line.removeprefix("MODULES "))
+            if m.split(".")[0] in ("provisioner", "cabling")}
+
+
+# What `--help` of a verb must not load (#28 item 7, #33 start-up): the use cases, the HTTP
+# stack, pydantic (typer itself would, for an unparsed help flag: help_style.install), the
+# site loader. One verb per command module, and each sub-app through one of its commands.
+NOT_FOR_HELP = ("provisioner.workflow", "provisioner.inventory", "provisioner.deploy",
+                "requests", "urllib3", "redfish", "pydantic")
+VERBS = [["status"], ["history"], ["maintenance"], ["state", "prune"], ["discover"], ["power"],
+         ["boot"], ["rack"], ["reimage"], ["configure"], ["health"], ["hosts"], ["ticket"],
+         ["bisect"], ["firmware", "check"], ["firmware", "update"], ["bios", "apply"],
+         ["inventory", "check"], ["ironic", "enroll"], ["lab", "up"], ["cabling", "validate"]]
+
+
+def loaded_by(*argv: str) -> set[str]:
+    """Every module (any package) a fresh interpreter holds after ``provision argv``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+    res = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
+                         env=env, cwd=REPO, timeout=120)
+    line = next(x for x in res.stderr.splitlines() if x.startswith("MODULES "))
+    assert "Usage:" in res.stdout, res.stderr
     return set(json.loads(line.removeprefix("MODULES ")))
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=" ".join)
+def test_help_of_a_verb_loads_no_use_case_http_stack_pydantic_or_site_loader(
+        verb: list[str]) -> None:
+    heavy = {m for m in loaded_by(*verb, "--help") if m.startswith(NOT_FOR_HELP)}
+    assert not heavy, sorted(heavy)[:10]
+
+
+def test_every_command_module_is_covered_by_a_help_verb() -> None:
+    assert {lazy.module for lazy in COMMANDS.values()} <= {
+        COMMANDS[verb[0]].module for verb in VERBS}
 
 
 def test_root_help_loads_only_the_shell() -> None:
@@ -56,19 +89,6 @@ def test_cabling_loads_cabling_and_no_provisioner_module_but_the_shell() -> None
     mods = imported_by("cabling", "--help")
     assert "cabling.cli" in mods
     assert {m for m in mods if m.startswith("provisioner")} == SHELL
-
-
-# Verbs whose --help loads neither workflow nor requests (issue #28: every verb's, in the end;
-# benchmarks/startup.py names what each of the others still loads). pydantic is not asserted:
-# typer 0.29 builds a pydantic TypeAdapter for every parameter when it renders help.
-LIGHT_HELP = ("status", "history", "maintenance", "state", "inventory", "ironic", "lab")
-
-
-@pytest.mark.parametrize("verb", LIGHT_HELP)
-def test_help_loads_no_workflow_or_requests(verb: str) -> None:
-    heavy = {m for m in imported_by(verb, "--help")
-             if m.startswith(("provisioner.workflow", "requests"))}
-    assert not heavy, f"provision {verb} --help loads {sorted(heavy)[:5]}"
 
 
 def test_a_command_loads_its_own_module_only() -> None:
