@@ -58,7 +58,7 @@ def address(i: int) -> str:
 
 
 def run(urls: list[str], parallel: int, timeout_s: float, processes: int | None = None,
-        ca: Path | None = None) -> tuple[float, list[int], int]:
+        ca: Path | None = None) -> tuple[float, list[int], int, tuple[float, float]]:
     """Discover every URL; return wall seconds, requests per host, failures."""
     options = ClientOptions(verify_tls=ca is not None, ca_bundle=ca, timeout_s=timeout_s,
                             retries=1)
@@ -70,16 +70,26 @@ def run(urls: list[str], parallel: int, timeout_s: float, processes: int | None 
         for url in urls
     ]
     start = time.perf_counter()
-    cpu = time.process_time()
+    cpu0 = client_cpu()
     results = discover_all(targets, max_parallel=parallel, processes=processes)
     wall = time.perf_counter() - start
-    print(f"  {len(urls)} BMCs: wall {wall:.2f} s, client CPU {time.process_time() - cpu:.2f} s",
-          file=sys.stderr)
+    user, system = (b - a for a, b in zip(cpu0, client_cpu(), strict=True))
+    print(f"  {len(urls)} BMCs: wall {wall:.2f} s, client CPU {user + system:.2f} s "
+          f"({1000 * (user + system) / len(urls):.1f} ms per BMC, "
+          f"{100 * system / max(user + system, 1e-9):.0f}% system)", file=sys.stderr)
     requests = [int(r.facts.extra["requests"]) for r in results if r.facts]
     failed = [r for r in results if not r.ok]
     for res in failed[:5]:
         print(f"  failed: {res.host}: {res.reason}: {res.error}", file=sys.stderr)
-    return wall, requests, len(failed)
+    return wall, requests, len(failed), (user, system)
+
+
+def client_cpu() -> tuple[float, float]:
+    """User and system CPU seconds of this process and its reaped children (discovery's
+    forked workers; the proxy and emulator are still running, so not counted)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + kids.ru_utime, me.ru_stime + kids.ru_stime
 
 
 DGX_TREE = REPO / "tests/fixtures/corpus/redfish/nvidia-dgx-h100-libredfish/mockup/redfish/v1"
@@ -185,8 +195,9 @@ def main() -> int:
             args=["--delay", str(args.delay), "--cache-gets"],
         ) as urls:
             run(urls[:1], 1, 30, ca=ca)  # warm the proxy's cache; not measured
-            one, req_one, fail_one = run(urls[:1], 1, 30, ca=ca)
-            many, req_many, fail_many = run(urls, parallel, 60, args.processes, ca=ca)
+            one, req_one, fail_one, _ = run(urls[:1], 1, 30, ca=ca)
+            many, req_many, fail_many, (user, system) = run(urls, parallel, 60,
+                                                             args.processes, ca=ca)
     ratio = many / one
     per_host = statistics.mean(req_many) if req_many else 0.0
     print(f"BMC answer delay        {args.delay * 1000:.0f} ms")
@@ -195,8 +206,12 @@ def main() -> int:
           f"({parallel} threads, {fail_many} failed)")
     print(f"ratio N/1               {ratio:.2f} (target <= 2)")
     print(f"requests per host       {per_host:.1f}")
+    cpu_ms = 1000 * (user + system) / args.n
+    print(f"client CPU per BMC      {cpu_ms:.1f} ms ({100 * system / max(user + system, 1e-9):.0f}% "
+          "system)")
     print(f"RESULT n={args.n} delay_ms={args.delay * 1000:.0f} tls={int(args.tls)} t1_s={one:.2f} "
           f"tn_s={many:.2f} ratio={ratio:.2f} requests_per_host={per_host:.1f} "
+          f"cpu_per_bmc_ms={cpu_ms:.1f} system_pct={100 * system / max(user + system, 1e-9):.0f} "
           f"failed={fail_many + fail_one}")
     return 0 if fail_many + fail_one == 0 else 1
 
