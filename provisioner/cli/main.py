@@ -39,7 +39,9 @@ COMMANDS: dict[str, Lazy] = {
     "status": Lazy("provisioner.cli.state_cmds:register",
                    "Show each host's state, its reason and last error."),
     "history": Lazy("provisioner.cli.state_cmds:register",
-                    "Show a host's event log (state changes, facts, deploy and health events)."),
+                    "Show a host's event log (state changes, facts, deploy and health events), "
+                    "oldest first; --since and --kind narrow it, --limit keeps the last N of "
+                    "what is left."),
     "maintenance": Lazy("provisioner.cli.state_cmds:register",
                         "Put hosts into maintenance (nothing touches them without --force), "
                         "or take them out."),
@@ -50,7 +52,8 @@ COMMANDS: dict[str, Lazy] = {
                      "Read every BMC at once: serials, NICs and the provisioning MAC, disks, "
                      "clocks, firmware."),
     "power": Lazy("provisioner.cli.bmc_cmds:register",
-                  "Power hosts on/off/cycle through their BMCs, or show their power state."),
+                  "Power hosts on/off/cycle through their BMCs, or show their power state "
+                  "(status reads every host when none is named)."),
     "boot": Lazy("provisioner.cli.bmc_cmds:register",
                  "Set (and verify) the boot device of the next boot, or of every boot with "
                  "--persistent."),
@@ -171,9 +174,20 @@ def _root(
 
 def main() -> None:
     """Run the CLI."""
+    if not sys.stdout.isatty():
+        _plain_help()
     if _first_command(sys.argv[1:]) == "cabling":
         _run_and_exit()
     app()
+
+
+def _plain_help() -> None:
+    """Help and usage errors as plain text when they go to a pipe or a file, not a terminal:
+    typer's rich help loads rich's markdown and syntax stack (~70 ms of a `--help`'s ~180 ms)
+    for boxes nobody sees there (#33 start-up; benchmarks/startup.py times the piped help)."""
+    import typer.core
+
+    typer.core.HAS_RICH = False
 
 
 def _first_command(args: list[str]) -> str | None:
