@@ -1,4 +1,5 @@
-"""A real 2-host lab: up, BMCs over HTTPS, PXE through a BMC boot override, idempotence, down.
+"""A real 2-host lab: up, BMCs over HTTPS, discover, PXE through `provision boot pxe` and
+`provision power cycle` (seen on the wire), an HDD boot override, idempotence, repair, down.
 
 Runs libvirt (qemu TCG), sushy-emulator and tcpdump for real, in its own namespace and
 address slot so it never disturbs a lab someone is using on the same machine.
@@ -154,8 +155,12 @@ def test_each_bmc_answers_redfish_over_tls_with_its_own_credentials(lab):
 
 
 def test_discover_sees_both_hosts_with_their_macs_and_disks(lab):
-    res = runner.invoke(app, ["discover", "--site", "lab"])
+    res = runner.invoke(app, ["discover", "--site", "lab", "--json"])
     assert res.exit_code == 0, res.output
+    found = {h["host"]: h["facts"] for h in json.loads(res.stdout)}
+    for index in (1, 2):
+        want = lab.host(index)
+        assert found[want.name]["provisioning_mac"] == want.provisioning_mac
     store = StateStore.for_site(load_site("lab"))
     for index in (1, 2):
         want = lab.host(index)
@@ -212,37 +217,32 @@ def _capture(bridge: str, out: Path) -> subprocess.Popen:
     return proc
 
 
-def test_pxe_boot_override_through_the_bmc_makes_the_vm_ask_for_dhcp(lab, tmp_path):
+def _power(host: str, verb: str) -> str:
+    res = runner.invoke(app, ["power", verb, host, "--site", "lab", "--json"])
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def test_pxe_boot_through_the_cli_makes_the_vm_ask_for_dhcp(lab, tmp_path):
+    """`provision boot pxe` + `provision power cycle` make the VM PXE-boot: its provisioning
+    NIC asks for DHCP on provbr0, seen with tcpdump; the data NIC never asks."""
     host = lab.host(1)
     prov = _capture("provbr0", tmp_path / "provbr0.txt")
     data = _capture("provbr1", tmp_path / "provbr1.txt")
-    base, session = _bmc(lab, 1)
-    system = _system(base, session)
     try:
-        res = session.patch(
-            system,
-            json={"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}},
-            timeout=10,
-        )
-        assert res.status_code in (200, 204), res.text
-        for reset in ("ForceOff", "On"):  # a power cycle, as on a real server
-            res = session.post(
-                f"{system}/Actions/ComputerSystem.Reset", json={"ResetType": reset}, timeout=30
-            )
-            assert res.status_code in (200, 204), res.text
-        assert session.get(system, timeout=10).json()["PowerState"] == "On"
+        res = runner.invoke(app, ["boot", "pxe", host.name, "--site", "lab"])
+        assert res.exit_code == 0, res.output
+        _power(host.name, "cycle")
+        assert json.loads(_power(host.name, "status"))[0]["detail"] == "On"
         want = f"Request from {host.provisioning_mac}"
-        deadline = time.monotonic() + 120
-        while want not in (tmp_path / "provbr0.txt").read_text():
-            assert time.monotonic() < deadline, (tmp_path / "provbr0.txt").read_text()
-            time.sleep(0.5)
+        wait_until(lambda: want in (tmp_path / "provbr0.txt").read_text(),
+                   f"{host.name} to ask for DHCP on provbr0")
     finally:
-        session.post(
-            f"{system}/Actions/ComputerSystem.Reset", json={"ResetType": "ForceOff"}, timeout=30
-        )
+        runner.invoke(app, ["power", "off", host.name, "--site", "lab"])
         for proc in (prov, data):
             proc.terminate()
             proc.wait(timeout=10)
+    assert json.loads(_power(host.name, "status"))[0]["detail"] == "Off"
     # The second NIC has no boot ROM: nothing may ever ask for DHCP on the data network.
     assert "BOOTP" not in (tmp_path / "provbr1.txt").read_text()
     assert lab.console_log(host).stat().st_size > 0
