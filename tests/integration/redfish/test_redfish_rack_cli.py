@@ -68,7 +68,7 @@ def _site_yaml(ports: dict[str, int]) -> str:
     hosts = "\n".join(lines)
     return f"""site: rftest
 settings:
-  redfish: {{verify_tls: true, ca_bundle: bmc-ca.pem, timeout_s: 1, retries: 2, max_parallel: 8}}
+  redfish: {{verify_tls: true, ca_bundle: bmc-ca.pem, timeout_s: 4, retries: 2, max_parallel: 8}}
   max_clock_skew_s: 30
 networks:
   provisioning: {{cidr: 198.18.0.0/24, reserved: ["198.18.0.1-198.18.0.99"]}}
