@@ -418,11 +418,13 @@ def _rack_interrupted_in_site_yml(lab: Lab, in_site_yml: tuple[str, ...], *other
         def all_in_site_yml() -> bool:
             assert proc.poll() is None, err.read_text()[-4000:]
             text = events_file.read_text() if events_file.exists() else ""
-            seen = [json.loads(line) for line in text.splitlines() if line.strip()]
-            done = {e["host"] for e in seen if e.get("kind") == "done"} & set(in_site_yml)
-            # a host whose site.yml ended before the others reached theirs: no interrupt can
-            # catch them all in site.yml (their installs were further apart than a site.yml)
-            assert not done, f"{sorted(done)} ended before all of {in_site_yml} ran site.yml"
+            # whole lines only: the run may be writing the last one
+            seen = [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
+            # a host whose run ended before the others reached site.yml (its install failed, or
+            # its site.yml ended first): no interrupt can catch them all in site.yml
+            done = [f"{e['host']}: {e['message']}" for e in seen
+                    if e.get("kind") == "done" and e.get("host") in in_site_yml]
+            assert not done, f"ended before all of {in_site_yml} ran site.yml: {done}"
             reached = {e.get("host") for e in seen if e.get("kind") == "result"}
             return set(in_site_yml) <= reached
 
