@@ -97,11 +97,15 @@ class EventReporter:
         )
 
 
-def _rate(done: int, total: int | None, started: float) -> str:
-    took = max(time.monotonic() - started, 1e-3)
+def _rate(done: int, total: int | None, first: tuple[float, int], now: float) -> str:
+    """"300/600 MiB at 12 MiB/s": the rate over the bytes since the first report (none before
+    a second has passed: a first report says nothing of the speed)."""
     mib = done / 2**20
     of = f"/{total / 2**20:.0f}" if total else ""
-    return f"{mib:.0f}{of} MiB at {mib / took:.0f} MiB/s"
+    took = now - first[0]
+    if took < 1.0:
+        return f"{mib:.0f}{of} MiB"
+    return f"{mib:.0f}{of} MiB at {(done - first[1]) / 2**20 / took:.0f} MiB/s"
 
 
 def log_line(event: Event) -> str:
@@ -310,7 +314,8 @@ class LiveView:
         self._stage_text = ""
         self._hosts: dict[str, TaskID] = {}
         self._done: dict[str, int] = {}
-        self._bytes_started: dict[str, float] = {}
+        self._clock = clock
+        self._bytes_first: dict[str, tuple[float, int]] = {}  # host -> (when, bytes) first seen
         self._results: dict[str, dict[str, int]] = {}
         for h in hosts:
             self._hosts[h] = self._progress.add_task(h.ljust(width), total=FULL, detail="queued")
@@ -371,9 +376,10 @@ class LiveView:
             self._detail(event.host, f"[{colour}]{status}[/] {text}")
             self._advance(event.host, self._full)
         elif kind == "bytes":
-            started = self._bytes_started.setdefault(event.host, time.monotonic())
             done, total = int(event.data.get("done", 0)), event.data.get("total")
-            self._detail(event.host, f"[cyan]install[/] {_rate(done, total, started)}")
+            first = self._bytes_first.setdefault(event.host, (self._clock(), done))
+            rate = _rate(done, total, first, self._clock())
+            self._detail(event.host, f"[cyan]install[/] {rate}")
             if total:  # the bar moves with the bytes written, through the install's share
                 share = PHASE_SHARE["install"] * min(1.0, done / int(total))
                 self._advance(event.host, progress_at("install") + int(share))

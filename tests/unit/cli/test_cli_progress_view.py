@@ -37,7 +37,7 @@ def test_live_view_draws_hosts_stage_and_overall_bar_at_80_columns() -> None:
     with events.sinks(view):
         events.emit(Event("bytes", host="lab-host02", data={"done": 300 << 20, "total": 600 << 20}))
     frame = _frame(view)
-    assert "300/600 MiB at" in frame  # the image stream's bytes and rate
+    assert "300/600 MiB" in frame and "MiB/s" not in frame  # one report: bytes, no rate yet
     _run_view(view)
     assert buf.getvalue() == "log: /var/log/site-1.log  (tail -f it to follow)\n"
     frame = _frame(view)
@@ -210,3 +210,5 @@ def test_the_host_bar_moves_with_the_bytes_written_and_time_left_is_steady() -> 
     assert ["18%" in seen[0], "24%" in seen[1], "30%" in seen[2]] == [True, True, True]
     # elapsed x left / done: 180 s for 30 of 100 -> 7m00s, from the run's whole pace
     assert "7m00s left" in seen[2], seen[2]
+    # the rate over the bytes since the first report: 300 MiB in 120 s
+    assert "450/600 MiB at 2 MiB/s" in seen[2], seen[2]

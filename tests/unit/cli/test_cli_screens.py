@@ -78,7 +78,7 @@ def test_the_rack_view_keeps_one_row_per_host_at_80_columns(state_dir: Path,
     names = [r.split()[0] for r in rows[:-1] if r.strip()]
     assert names == ["overall", "lab-host01", "lab-host02", "lab-host03", "prepare"], rows
     by = {r.split()[0]: r for r in rows[:-1] if r.strip()}
-    assert "MiB at" in by["lab-host01"] and "24%" in by["lab-host01"]  # moved with the bytes
+    assert "300/600 MiB" in by["lab-host01"] and "24%" in by["lab-host01"]  # moved with bytes
     assert "changed=1" in by["lab-host02"]
     assert "failed deploy failed" in by["lab-host03"] and by["lab-host03"].endswith("…")
     assert "3 hosts to install" in by["overall"]
