@@ -19,8 +19,9 @@ from provisioner.bmc.base import (
     Drive,
     NicPort,
 )
+from provisioner.macaddr import canonical_mac, parse_mac
+from provisioner.macaddr import locally_administered as is_local
 
-_MAC_RE = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
 _ONBOARD_RE = re.compile(r"(embedded|integrated|onboard|lom)", re.IGNORECASE)
 _SLOT_RE = re.compile(r"(slot|aoc|pcie)", re.IGNORECASE)
 # Supermicro's OCP 3.0 slot is the "AIOM"; HPE's older one the "FlexibleLOM"; Dell's the
@@ -37,15 +38,10 @@ _OCP_SLOT_TYPES = {"ocp3small", "ocp3large", "mezzanine"}
 
 
 def norm_mac(value: Any) -> str | None:
-    """A MAC as lower-case colon-separated text, or None when ``value`` is not a MAC."""
-    if not isinstance(value, str):
-        return None
-    text = value.strip().lower().replace("-", ":")
-    if re.fullmatch(r"[0-9a-f]{12}", text):  # AssociatedNetworkAddresses on XCC, UEFI paths
-        text = ":".join(text[i:i + 2] for i in range(0, 12, 2))
-    if not _MAC_RE.match(text) or text == "00:00:00:00:00:00":
-        return None
-    return text
+    """A MAC as lower-case colon-separated text (provisioner.macaddr), or None when ``value``
+    is not a MAC; the all-zero MAC BMCs write for "none" is none."""
+    text = canonical_mac(value)
+    return None if text == "00:00:00:00:00:00" else text
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -253,9 +249,10 @@ def complete(port: NicPort, extra: NicPort) -> NicPort:
 
 
 def locally_administered(mac: str) -> bool:
-    """Whether a MAC is locally administered (IEEE 802: bit 1 of its first octet), as the
-    MACs a BMC makes up for its USB host interface are."""
-    return bool(int(mac[:2], 16) & 0x02)
+    """Whether a MAC is locally administered, as the MACs a BMC makes up for its USB host
+    interface are."""
+    parsed = parse_mac(mac)
+    return parsed is not None and is_local(parsed)
 
 
 # NetworkDeviceFunction NetDevFuncType values of storage functions: they carry a MAC (FCoE)

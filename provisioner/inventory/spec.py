@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from provisioner.macaddr import canonical_mac
 from provisioner.secrets import SecretRef
 from provisioner.settings.embedded import EmbeddedSettings
 from provisioner.settings.ironic import IronicSettings
@@ -32,9 +33,14 @@ Vendor = Literal["generic", "dell", "hpe", "supermicro", "lenovo", "nvidia"]
 
 
 def normalise_mac(value: str) -> str:
-    """Lower-case, colon-separated; accepts ``-`` and ``.`` separated forms."""
+    """A MAC as provisioner.macaddr writes it (from ``-``, Cisco ``.`` or bare-hex forms); a
+    prefix ("52-54-00") or junk the same way, lower-case and colon-separated, for the
+    validators to judge."""
+    full = canonical_mac(value)
+    if full is not None:
+        return full
     v = value.strip().lower().replace("-", ":")
-    if "." in v:  # Cisco style aabb.ccdd.eeff
+    if "." in v:  # Cisco style aabb.ccdd
         raw = v.replace(".", "")
         v = ":".join(raw[i : i + 2] for i in range(0, len(raw), 2))
     return v

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from provisioner.bmc.base import HostFacts, NicPort
 from provisioner.exceptions import BMCError, InputError
+from provisioner.macaddr import canonical_mac
 
 RULE_FIRST_ONBOARD_UP = "first-onboard-up"
 RULE_FIRST_UP = "first-up"
@@ -253,7 +254,7 @@ def choice_to_dict(choice: NicChoice) -> dict[str, object]:
 
 def explain_pinned(ports: Sequence[NicPort], mac: str) -> dict[str, object]:
     """Like choice_to_dict for a host whose provisioning_mac the site file pins."""
-    wanted = mac.strip().lower().replace("-", ":")
+    wanted = canonical_mac(mac) or mac.strip().lower()
     found = any(p.mac == wanted for p in ports)
     return {
         "rule": f"provisioning_mac={wanted} (site file)",
@@ -271,7 +272,7 @@ def explain_pinned(ports: Sequence[NicPort], mac: str) -> dict[str, object]:
 
 def pinned_port(ports: Sequence[NicPort], mac: str) -> NicPort:
     """The port with the MAC pinned in the site file (provisioning_mac); raise if absent."""
-    wanted = mac.strip().lower().replace("-", ":")
+    wanted = canonical_mac(mac) or mac.strip().lower()
     for port in ports:
         if port.mac == wanted:
             return port
