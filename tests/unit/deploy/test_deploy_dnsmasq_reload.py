@@ -96,3 +96,16 @@ def test_replacing_all_reservations_keeps_only_the_targeted_macs(
     server.remove("52:54:00:d1:00:ff")  # not reserved: nothing else is withdrawn
     wait_until(lambda: _reads(server) == 4, "dnsmasq to re-read its hosts file once more")
     assert _macs(server) == [B]
+
+
+def test_reservations_made_before_the_server_runs_are_only_written(tmp_path: Path) -> None:
+    """Before start (or after stop) there is no process to signal: the hosts file is written
+    and start() will read it."""
+    cfg = DnsmasqConfig(interface="rlbr0", server_address=f"{NET}.1",
+                        network=IPNetwork(f"{NET}.0/24"), gateway=None, dns=(),
+                        ipxe_boot_url="http://127.0.0.1/ipxe/boot.ipxe", workdir=tmp_path)
+    svc = DnsmasqService(cfg)
+    svc.add(Reservation(A, IPAddress(f"{NET}.100"), "node-a"))
+    svc.remove(B)
+    assert _macs(svc) == [A]
+    assert not svc.running()
