@@ -45,8 +45,8 @@ class ConfigureWaves:
         self._cond = threading.Condition()
         self._pending = _Pending()
         self._running = 0
+        self._dispatching = True
         self._cancelled = False
-        self._threads: list[threading.Thread] = []
         self._errors: list[BaseException] = []
         self.waves: list[list[str]] = []  # the batches run, in order (for the summary and tests)
         self._dispatcher = threading.Thread(target=self._dispatch, name="configure-waves",
@@ -89,9 +89,12 @@ class ConfigureWaves:
 
     def join(self) -> None:
         """Wait until every host handed in has been through its wave; re-raise a wave's bug."""
-        self._dispatcher.join()
-        for t in list(self._threads):
-            t.join()
+        # On the condition, not Thread.join: a Ctrl-C that interrupts Thread.join leaves the
+        # thread looking finished (CPython 3.11), so the join after it returned at once and the
+        # process exited while site.yml waves were still ending, their hosts' outcome unrecorded.
+        with self._cond:
+            while self._dispatching or self._running:
+                self._cond.wait()
         if self._errors:
             raise self._errors[0]
 
@@ -99,14 +102,18 @@ class ConfigureWaves:
 
     def _dispatch(self) -> None:
         with self._cond:
-            while True:
-                batch = self._take()
-                if batch is not None:
-                    self._start(batch)
-                    continue
-                if not self._pending.names and self._expected <= 0:
-                    return
-                self._cond.wait(timeout=self._wait_s())
+            try:
+                while True:
+                    batch = self._take()
+                    if batch is not None:
+                        self._start(batch)
+                        continue
+                    if not self._pending.names and self._expected <= 0:
+                        return
+                    self._cond.wait(timeout=self._wait_s())
+            finally:
+                self._dispatching = False
+                self._cond.notify_all()
 
     def _take(self) -> list[str] | None:
         """The next wave, if one may start now (called with the condition held)."""
@@ -129,7 +136,6 @@ class ConfigureWaves:
         self._running += 1
         self.waves.append(batch)
         t = threading.Thread(target=self._run, args=(batch,), name=f"configure-{len(self.waves)}")
-        self._threads.append(t)
         t.start()
 
     def _run(self, batch: list[str]) -> None:

@@ -4,6 +4,8 @@ not waited for; a stopped run starts nothing new."""
 
 from __future__ import annotations
 
+import signal
+import sys
 import threading
 
 import pytest
@@ -95,3 +97,35 @@ def test_a_wave_that_raises_is_reported_by_join() -> None:
     waves.ready("a")
     with pytest.raises(RuntimeError, match="a bug in the wave"):
         waves.join()
+
+
+def test_a_join_cut_by_ctrl_c_then_joined_again_waits_for_the_running_wave() -> None:
+    """The rack runner joins again after Ctrl-C so the waves under way record their hosts: that
+    second join must wait (a Thread.join cut by KeyboardInterrupt no longer does on CPython)."""
+    main = threading.main_thread()
+    in_wave, caught, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def main_is_joining() -> bool:
+        frame = sys._current_frames().get(main.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == "join" and "configure_waves" in frame.f_code.co_filename:
+                return True
+            frame = frame.f_back
+        return False
+
+    def wave(names: list[str]) -> None:
+        in_wave.set()
+        wait_until(main_is_joining, "the main thread in join()")
+        signal.pthread_kill(main.ident or 0, signal.SIGINT)  # Ctrl-C reaches the main thread
+        assert caught.wait(HANG_S), "the main thread never saw the Ctrl-C"
+        finished.set()
+
+    waves = ConfigureWaves(wave, expected=1, gather_s=0.0)
+    assert waves.ready("h1")
+    assert in_wave.wait(HANG_S)
+    with pytest.raises(KeyboardInterrupt):
+        waves.join()
+    caught.set()  # the wave ends only now: the join below must wait for it
+    waves.cancel()
+    waves.join()
+    assert finished.is_set()
