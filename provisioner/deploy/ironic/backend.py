@@ -147,7 +147,8 @@ class IronicBackend(DeployBackend):
                 raise NotReady(
                     "the direct deploy needs settings.ironic.deploy_kernel and deploy_ramdisk "
                     "(the ironic-python-agent that writes the image)",
-                    hint="build them with `python -m provisioner.deploy.ipa` (docs/ironic.md)")
+                    hint="point them at an ironic-python-agent kernel and initramfs Ironic can "
+                         "fetch (docs/ironic.md)")
         log.info("Ironic at %s (API up to %d.%d), %d host(s)", settings.url, *newest,
                  len(requests))
 
