@@ -391,6 +391,13 @@ class RackRunner:
             timeout_s=s.deploy_timeout_s,
         )
 
+    def _deploy_deadline_s(self, req: DeployRequest) -> float | None:
+        """All of one attempt's BMC traffic, when this backend drives the BMC itself: the
+        deploy's own timeout (its waits) plus settings.redfish.host_deadline_s (#32 item 7)."""
+        if not self.backend.drives_power:
+            return None  # the engine (MAAS, Ironic) talks to the BMC; its API has its own bounds
+        return req.timeout_s + self.site.settings.redfish.host_deadline_s
+
     def _progress(self, host: str, phase: str, message: str) -> None:
         if self.window is not None:
             self.window.phase(host, phase)
@@ -425,7 +432,8 @@ class RackRunner:
                 )
                 self._progress(host.name, "deploy", f"attempt {attempt}/{attempts}")
                 try:
-                    outcome = self.backend.deploy(req, self._progress)
+                    with host_deadline(self._deploy_deadline_s(req)):
+                        outcome = self.backend.deploy(req, self._progress)
                 except ProvisionerError as exc:
                     ok, reason, phases = False, str(exc), {}
                 else:

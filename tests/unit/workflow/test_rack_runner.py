@@ -363,3 +363,21 @@ def test_reimage_discovery_runs_under_the_hosts_discovery_deadline(site: Site,
     assert seen == [site.settings.redfish.discovery_deadline_s]
     (failed,) = result.failed
     assert "took longer than allowed" in failed.reason
+
+
+@pytest.mark.parametrize("drives_power", [True, False])
+def test_each_deploy_attempt_runs_under_the_hosts_bmc_deadline(site: Site, tmp_path: Path,
+                                                               drives_power: bool) -> None:
+    # #32 item 7: a backend that drives the BMC (PXE boot, power cycle, power off) does so under
+    # the deploy timeout + settings.redfish.host_deadline_s; an engine's API keeps its own bounds.
+    seen: list[float | None] = []
+
+    flag = drives_power
+
+    class Backend(ScriptedBackend):
+        drives_power = flag
+
+    backend = Backend(before=lambda name: seen.append(deadline.allowed_s()))
+    assert runner(site, tmp_path, backend, discover=False).run(site.select(["gpu-r01-u03"])).ok
+    s = site.settings
+    assert seen == [s.deploy_timeout_s + s.redfish.host_deadline_s if drives_power else None]
