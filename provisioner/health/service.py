@@ -188,7 +188,13 @@ def _failure_reason(report: HostReport) -> str:
 
 
 def record(store: StateStore, report: HostReport) -> None:
-    """Store the run, the health facts, and move the host to failed/validated as it deserves."""
+    """Store the run, the health facts, and move the host to failed/validated as it deserves
+    (one transaction: one fsync per host, not three, in the fleet's one writer thread)."""
+    with store.batch():
+        _record(store, report)
+
+
+def _record(store: StateStore, report: HostReport) -> None:
     store.record_health(report.host, report.run_id, report.verdict.value,
                         [r.model_dump(mode="json") for r in report.results])
     store.record_facts(report.host, {"health": {

@@ -241,6 +241,9 @@ class StateStore:
                 "the state store was opened read-only", hint="a bug: open it writable to change it"
             )
         conn = self._conn()
+        if conn.in_transaction:  # inside batch(): its one commit covers this write too
+            yield conn
+            return
         # IMMEDIATE takes the write lock up front, so concurrent writers queue instead of
         # failing with "database is locked" on upgrade from a read lock.
         conn.execute("BEGIN IMMEDIATE")
@@ -251,6 +254,13 @@ class StateStore:
             raise
         else:
             conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make the writes inside one transaction: one commit (one fsync) for many hosts' results,
+        all or none of them kept."""
+        with self._tx():
+            yield
 
     def close(self) -> None:
         """Close this thread's connection and release the site lock if held."""

@@ -184,3 +184,18 @@ def test_golden_hosts_leave_out_failed_and_maintenance_hosts(store: StateStore) 
     assert [n for n, _ in golden_hosts(store, ["a", "b"])] == ["a"]
     store.transition("a", NodeState.FAILED, error="deploy: disk not found")
     assert golden_hosts(store, ["a", "b"]) == []
+
+
+def _commits(store: StateStore) -> list[str]:
+    """The COMMITs this thread's connection to ``store`` makes from now on."""
+    seen: list[str] = []
+    store._conn().set_trace_callback(lambda sql: seen.append(sql) if sql == "COMMIT" else None)
+    return seen
+
+
+def test_a_host_s_result_is_one_transaction(store: StateStore) -> None:
+    # the fleet's one writer thread fsyncs once per host (it was three: run, facts, state)
+    commits = _commits(store)
+    record(store, rep("a", Status.PASS, Status.FAIL))
+    assert commits == ["COMMIT"]
+    assert store.get("a").state is NodeState.FAILED
