@@ -82,3 +82,32 @@ def test_the_rack_view_keeps_one_row_per_host_at_80_columns(state_dir: Path,
     assert "changed=1" in by["lab-host02"]
     assert "failed deploy failed" in by["lab-host03"] and by["lab-host03"].endswith("…")
     assert "3 hosts to install" in by["overall"]
+
+
+def test_history_keeps_one_row_per_event_at_80_columns(state_dir: Path, tmp_path: Path) -> None:
+    from provisioner.state import NodeState, StateStore
+
+    host = "gpu-r01-u03"
+    store = StateStore.for_site("example")
+    store.ensure_hosts([host])
+    for i in range(3):  # facts updates of many long keys: one row each, not a row per key
+        store.record_facts(host, {f"fact_{j:02d}_with_a_long_name": j for j in range(15)} | {"i": i})
+    store.transition(host, NodeState.DISCOVERED, reason="discovery: read fully")
+    store.transition(host, NodeState.DEPLOYING, reason="image deploy, attempt 1/2")
+    store.transition(host, NodeState.FAILED, reason="deploy failed after 2 attempt(s): root disk "
+                     "hint: no disk matches the hint serial=NO-SUCH-DISK-SERIAL; refusing to guess",
+                     error="no disk", force=True)
+    store.close()
+    argv = [str(BIN / "provision"), "history", "--site", "example", host]
+    with Screen(argv, _env(state_dir), tmp_path) as screen:
+        screen.wait_for("└")
+        assert screen.exit_code() == 0, screen.text()
+        rows = [r for r in screen.lines() if r.strip()]
+    assert rows[0] == f"{host}: last 7 events", rows
+    table = rows[1:]
+    assert all(r[0] in "┏┃┡│└" for r in table), rows  # a wrapped row would start elsewhere
+    events = [r for r in table if r.startswith("│ 2")]
+    assert len(events) == 7, rows
+    assert [r.split("│")[2].strip() for r in events if "->" in r] == [
+        "-> enrolled", "enrolled -> discovered", "discovered -> deploying", "deploying -> failed"]
+    assert sum("facts updated: 16 facts" in r for r in events) == 3
