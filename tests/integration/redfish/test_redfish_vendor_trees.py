@@ -324,6 +324,37 @@ def test_cli_explain_shows_each_nic_and_the_verdict(tmp_path, monkeypatch):
     assert max(len(line) for line in out.splitlines()) <= 80, out
 
 
+def test_cli_explain_screen_at_80_columns_on_a_terminal(tmp_path):
+    # what a person sees (tmux, tests/support/terminal.py): the table's rows stay rows, the
+    # verdict whole (#36 harness; item 7 cut reasons at their first colon)
+    import os
+    import sys
+
+    from tests.support.terminal import Screen
+
+    with sushy_static(tree("split"), tmp_path) as plain, \
+            fault_proxy(plain, tmp_path, tls=make_tls(tmp_path / "tls")) as (url,):
+        site = tmp_path / "site.yml"
+        site.write_text(SITE.format(rule="first-onboard-up", port=url.rsplit(":", 1)[1]))
+        keep = ("PATH", "HOME", "LANG", "LC_ALL")
+        env = {**{k: os.environ[k] for k in keep if k in os.environ},
+               "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+               "PROVISIONER_STATE_DIR": str(tmp_path / "state"),
+               "EXPLAIN_BMC_PASSWORD": "calvin", "TERM": "xterm-256color"}
+        argv = [str(Path(sys.executable).parent / "provision"), "discover", "--site", str(site),
+                "--explain", "r1-u01"]
+        with Screen(argv, env, tmp_path, rows=60) as screen:
+            screen.wait_for("provisioning NIC by rule=first-onboard-up")
+            code = screen.exit_code()
+            rows = screen.lines()
+    assert code == 0, rows
+    text = "\n".join(rows)
+    assert "chosen" in text and "slot3/1" in text and "not onboard" in text, text
+    table = [r for r in rows if r[:1] in "┏┃┡│└"]
+    assert table and table[-1].startswith("└"), text
+    assert all(len(r) <= 80 for r in rows), text
+
+
 def test_cli_explain_json_refusal_names_the_rule_to_write(tmp_path, monkeypatch):
     code, out, _err = _explain_cli(tmp_path, monkeypatch, "xl675d", "first-onboard-up",
                                   "--json")
