@@ -55,6 +55,7 @@ import pytest
 from provisioner.deploy.embedded.dnsmasq import parse_ignored, parse_offers
 from provisioner.lab.network import free_slot
 from tests.support import machine
+from tests.support.signals import terminal_signals
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -412,7 +413,7 @@ def _rack_interrupted_in_site_yml(lab: Lab, in_site_yml: tuple[str, ...], *other
         proc = subprocess.Popen(
             [str(BIN / "provision"), "rack", *hosts, "--events", str(events_file)],
             env=lab.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=terminal_signals,  # Ctrl-C works as on a terminal
         )  # fmt: skip
     try:
         def all_in_site_yml() -> bool:

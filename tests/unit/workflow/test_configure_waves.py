@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from provisioner.workflow.configure_waves import ConfigureWaves
+from tests.support.signals import ctrl_c_raises
 from tests.support.waiting import HANG_S, wait_until
 
 
@@ -123,7 +124,7 @@ def test_a_join_cut_by_ctrl_c_then_joined_again_waits_for_the_running_wave() -> 
     waves = ConfigureWaves(wave, expected=1, gather_s=0.0)
     assert waves.ready("h1")
     assert in_wave.wait(HANG_S)
-    with pytest.raises(KeyboardInterrupt):
+    with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
         waves.join()
     caught.set()  # the wave ends only now: the join below must wait for it
     waves.cancel()

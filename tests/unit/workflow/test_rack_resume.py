@@ -16,6 +16,7 @@ from provisioner.state import NodeState, StateStore, Step
 from provisioner.workflow import configure, rack
 from provisioner.workflow.rack import RackOptions, RackRunner
 from tests.support.rack_runs import Recorder, ScriptedBackend, fake_playbook, pinned_mac_site
+from tests.support.signals import ctrl_c_raises
 from tests.support.waiting import HANG_S
 
 S = NodeState
@@ -390,7 +391,7 @@ def test_ctrl_c_while_others_install_starts_no_install_and_no_site_yml_after_it(
     monkeypatch.setattr(rack, "run_playbook", interrupted_wave)
     backend = ScriptedBackend(before=hold_second)
     runner = make(site, tmp_path, backend, max_parallel=1, configure_gather_s=0)
-    with pytest.raises(KeyboardInterrupt):
+    with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
         runner.run([first, second, queued])
     assert backend.deployed == [first.name, second.name]  # the queued host never started
     assert not playbook.exists()  # no site.yml wave after the Ctrl-C
