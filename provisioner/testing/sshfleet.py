@@ -207,19 +207,12 @@ class SshFleet:
         }
         return yaml.safe_dump(doc, sort_keys=False)
 
-    def connections(self) -> dict[str, int]:
-        """Authenticated SSH logins per host address, from the daemons' logs (log_level
-        VERBOSE): "Connection from C port P on ADDRESS port N", then "Accepted publickey for
-        root from C port P" (readiness probes connect without logging in: not counted)."""
-        counts = {a: 0 for a in self.addresses}
-        for log in self.logs:
-            local_of: dict[str, str] = {}
-            for line in log.read_text(errors="replace").splitlines():
-                words = line.split()
-                if line.startswith("Connection from ") and " on " in line:
-                    local_of[words[4]] = line.split(" on ", 1)[1].split()[0]
-                elif line.startswith("Accepted publickey") and "port" in words:
-                    local = local_of.get(words[words.index("port") + 1])
-                    if local in counts:
-                        counts[local] += 1
-        return counts
+    def logins(self) -> int:
+        """Authenticated SSH logins to the whole fleet, from the daemons' logs (log_level
+        VERBOSE: "Accepted publickey for ..."; readiness probes connect without logging in).
+        Not per address: a log names the client's port, and two connections to different
+        addresses of one daemon can come from the same client port, so the line that would
+        tie a login to its address is ambiguous (a test that counted per address flaked so)."""
+        return sum(line.startswith("Accepted publickey")
+                   for log in self.logs
+                   for line in log.read_text(errors="replace").splitlines())
