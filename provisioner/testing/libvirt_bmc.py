@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import provisioner
-from provisioner.testing.redfish_peers import VENV_BIN, TLSFiles, _process, free_port
+from provisioner.testing.redfish_peers import (
+    VENV_BIN,
+    TLSFiles,
+    _process,
+    emulator_access_lines,
+    free_port,
+)
 
 # The lab's drive template (a file, read by the emulator's Jinja loader, not imported).
 DRIVE_TEMPLATES = Path(provisioner.__file__).resolve().parent / "lab" / "templates"
@@ -93,16 +99,7 @@ def libvirt_test_bmc(directory: Path, servers: Sequence[EmulatedServer], *,
     directory.mkdir(parents=True, exist_ok=True)
     lines = [f"{k} = {v!r}" for k, v in emulator_settings(servers).items()]
     lines.append(f"SUSHY_EMULATOR_STATE_DIR = {str(directory / 'state')!r}")
-    if auth:
-        import bcrypt
-
-        htpasswd = directory / "htpasswd"
-        digest = bcrypt.hashpw(auth[1].encode(), bcrypt.gensalt(rounds=4)).decode()
-        htpasswd.write_text(f"{auth[0]}:{digest}\n")
-        lines.append(f"SUSHY_EMULATOR_AUTH_FILE = {str(htpasswd)!r}")
-    if tls:
-        lines.append(f"SUSHY_EMULATOR_SSL_CERT = {str(tls.cert)!r}")
-        lines.append(f"SUSHY_EMULATOR_SSL_KEY = {str(tls.key)!r}")
+    lines += emulator_access_lines(directory, auth, tls)
     config = directory / "emulator.conf"
     config.write_text("\n".join(lines) + "\n")
     spec = directory / "servers.json"
